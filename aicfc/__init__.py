@@ -1,0 +1,1 @@
+"""aicfc: an MLIR-style AI compiler on xDSL."""

@@ -1,0 +1,90 @@
+"""The common base of graph and autodiff ops: flags and per-op analysis.
+
+`AicfcOp` gives every op of our dialects the analysis methods of seed 002 §2:
+FLOPs, bytes moved, parameter count and human-readable properties. Counting
+conventions (stated once, used by the report):
+
+- FLOPs: a multiply-add is 2 FLOPs (a [M,K]x[K,N] product is 2*M*N*K); an
+  elementwise op costs `FLOPS_PER_ELEMENT` per output element, counting a
+  transcendental (exp, erf, tanh) as one.
+- Bytes moved: each operand read once plus each result written once, at the
+  tensors' element sizes (the minimum traffic; a kernel may move more).
+- Parameters: elements of operands that are function arguments with
+  `aicfc.role = "param"`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from xdsl.irdl import IRDLOperation
+
+from aicfc.dialects.flags import OpFlag, all_flags, static_flags
+from aicfc.dialects.params import ParamValue, properties_to_params
+from aicfc.dialects.roles import arg_role
+from aicfc.dialects.tensors import numel, tensor_bytes
+
+
+class AicfcOp(IRDLOperation):
+    """Base of every graph and autodiff op (analysis methods, no IR fields)."""
+
+    FLOPS_PER_ELEMENT: ClassVar[int] = 0
+
+    def flops(self) -> int:
+        """Floating-point operations of one execution (see module docstring)."""
+        if not self.results:
+            return 0
+        t = self.results[0].type
+        shape = t.get_shape() if hasattr(t, "get_shape") else ()
+        return numel(shape) * self.FLOPS_PER_ELEMENT
+
+    def bytes_moved(self) -> int:
+        """Minimum bytes read and written by one execution."""
+        return sum(tensor_bytes(v.type) for v in self.operands) + sum(
+            tensor_bytes(r.type) for r in self.results
+        )
+
+    def param_count(self) -> int:
+        """Elements of the distinct trainable parameters this op reads."""
+        seen: set[int] = set()
+        count = 0
+        for v in self.operands:
+            if arg_role(v) == "param" and id(v) not in seen:
+                seen.add(id(v))
+                t = v.type
+                count += numel(t.get_shape()) if hasattr(t, "get_shape") else 0
+        return count
+
+    def kernel_params(self) -> dict[str, ParamValue]:
+        """Scalar parameters of the kernel that runs this op (its properties as Python values).
+
+        Ops whose meaning depends on the result type (reshape, broadcast_to)
+        add it here, so an exec launch and the NumPy reference see one dict.
+        """
+        return properties_to_params(self)
+
+    def flags(self) -> OpFlag:
+        """Static and derived flags of this instance (one 64-bit mask)."""
+        return all_flags(self)
+
+    def properties(self) -> list[str]:
+        """Human-readable properties (seed 002 §7): linear, trainable, nonlinear, ..."""
+        f = static_flags(self)
+        props: list[str] = []
+        if f & OpFlag.IS_CONSTANT:
+            return ["constant"]
+        if f & OpFlag.IS_LINEAR:
+            props.append("linear")
+        if self.param_count() > 0:
+            props.append("trainable")
+        if not f & (OpFlag.IS_LINEAR | OpFlag.IS_LAYOUT):
+            props.append("nonlinear")
+        if not f & (OpFlag.IS_INVERTIBLE | OpFlag.IS_LINEAR):
+            props.append("irreversible")
+        if f & OpFlag.COLLAPSES_INFO:
+            props.append("collapse-producing")
+        if f & OpFlag.IS_STOCHASTIC:
+            props.append("stochastic")
+        if f & (OpFlag.IS_LAYOUT | OpFlag.IS_SHAPE_ONLY):
+            props.append("shape-only")
+        return props

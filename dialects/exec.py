@@ -1,0 +1,462 @@
+"""The exec dialect: the execution plan that both runtimes run.
+
+An `exec.program` declares its buffers, then one `exec.graph` region whose
+body is captured once and replayed (on the GPU) or run in order (NumPy), then
+its named outputs. Kernels run in destination-passing style: `exec.launch`
+names a kernel of the registry, its input buffers, its output buffers and its
+scalar parameters (seed 000 §6, seed 004 §10). In-place execution is visible:
+an output buffer that is the same SSA value as an input buffer.
+
+    exec.program @train_step {
+      %x = exec.buffer "x" : !exec.buffer<64x64xf32, input>
+      %w = exec.buffer "fc1.weight" : !exec.buffer<128x64xf32, param>
+      %h = exec.alloc : !exec.buffer<64x128xf32, tmp>
+      exec.graph {
+        exec.launch "numpy.gemm_epilogue"(%x, %w) outs(%h) params {transpose_b = true}
+          : (!exec.buffer<64x64xf32, input>, !exec.buffer<128x64xf32, param>)
+          -> (!exec.buffer<64x128xf32, tmp>)
+      }
+      exec.output "h" %h : !exec.buffer<64x128xf32, tmp>
+    }
+
+Roles: `input` (copied in before every step), `param` and `state` (persist
+across steps; updated in place), `tmp` (step-local), `const` (written once at
+load). Externals (input/param/state) have unique stable names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseIntOrFPElementsAttr,
+    DictionaryAttr,
+    I64,
+    IntAttr,
+    IntegerAttr,
+    StringAttr,
+    SymbolNameConstraint,
+    TensorType,
+    i64,
+)
+from xdsl.dialects.utils.enum_attribute import EnumAttribute
+from xdsl.ir import (
+    Attribute,
+    Block,
+    Dialect,
+    Operation,
+    ParametrizedAttribute,
+    Region,
+    SSAValue,
+    TypeAttribute,
+)
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    irdl_attr_definition,
+    irdl_op_definition,
+    IRDLOperation,
+    operand_def,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
+from xdsl.traits import IsolatedFromAbove, NoTerminator, SymbolOpInterface
+from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
+
+from aicfc.dialects.flags import ALIAS_POLICIES
+from aicfc.dialects.params import ParamValue, attr_to_params, params_to_attr
+from aicfc.dialects.tensors import fmt_shape, itemsize, numel
+
+# ----------------------------------------------------------------------------
+# Types
+# ----------------------------------------------------------------------------
+
+
+class BufferRole(StrEnum):
+    INPUT = "input"
+    PARAM = "param"
+    STATE = "state"
+    TMP = "tmp"
+    CONST = "const"
+
+
+EXTERNAL_ROLES = (BufferRole.INPUT, BufferRole.PARAM, BufferRole.STATE)
+
+
+@irdl_attr_definition
+class BufferRoleAttr(EnumAttribute[BufferRole]):
+    name = "exec.role"
+
+
+@irdl_attr_definition
+class BufferType(ParametrizedAttribute, TypeAttribute):
+    """`!exec.buffer<64x128xf32, tmp>`: a dense row-major buffer with a role."""
+
+    name = "exec.buffer"
+    shape: ArrayAttr[IntAttr]
+    element_type: Attribute
+    role: BufferRoleAttr
+
+    def __init__(self, shape: Sequence[int], element_type: Attribute, role: BufferRole | str):
+        super().__init__(
+            ArrayAttr([IntAttr(d) for d in shape]),
+            element_type,
+            BufferRoleAttr(BufferRole(role)),
+        )
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> list[Attribute]:
+        with parser.in_angle_brackets():
+            dims, element_type = parser.parse_ranked_shape()
+            parser.parse_punctuation(",")
+            role = parser.parse_str_enum(BufferRole)
+        return [ArrayAttr([IntAttr(d) for d in dims]), element_type, BufferRoleAttr(role)]
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            for d in self.get_shape():
+                printer.print_string(f"{d}x")
+            printer.print_attribute(self.element_type)
+            printer.print_string(f", {self.role.data.value}")
+
+    def get_shape(self) -> tuple[int, ...]:
+        return tuple(d.data for d in self.shape.data)
+
+    @property
+    def buffer_role(self) -> BufferRole:
+        return self.role.data
+
+    def nbytes(self) -> int:
+        return numel(self.get_shape()) * itemsize(self.element_type)
+
+    def same_layout(self, other: BufferType) -> bool:
+        """Same shape and element type (roles may differ)."""
+        return self.shape == other.shape and self.element_type == other.element_type
+
+    def with_role(self, role: BufferRole | str) -> BufferType:
+        return BufferType(self.get_shape(), self.element_type, role)
+
+    def verify(self) -> None:
+        if any(d.data < 0 for d in self.shape.data):
+            raise VerifyException(f"exec.buffer: dims must be static, got {fmt_shape(self.get_shape())}")
+
+
+def buffer_type(value: SSAValue) -> BufferType:
+    assert isinstance(value.type, BufferType), f"expected an !exec.buffer, got {value.type}"
+    return value.type
+
+
+def from_tensor(t: Attribute, role: BufferRole | str) -> BufferType:
+    """The buffer type that holds a value of tensor type `t`."""
+    assert isinstance(t, TensorType)
+    return BufferType(tuple(t.get_shape()), t.element_type, role)
+
+
+# ----------------------------------------------------------------------------
+# Ops
+# ----------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class ProgramOp(IRDLOperation):
+    """An executable step: buffer declarations, one `exec.graph`, named outputs.
+
+    `arena_size` (bytes) is set by `aicfc-plan-memory`: planned tmp buffers are
+    views at their `offset` into one arena of that size.
+
+        exec.program @train_step { ... }
+    """
+
+    name = "exec.program"
+    sym_name = prop_def(SymbolNameConstraint())
+    arena_size = opt_prop_def(IntegerAttr[I64])
+    body = region_def("single_block")
+    traits = traits_def(IsolatedFromAbove(), NoTerminator(), SymbolOpInterface())
+    assembly_format = "$sym_name (`arena` $arena_size^)? attr-dict-with-keyword $body"
+
+    def __init__(self, sym_name: str, body: Region | None = None):
+        super().__init__(
+            properties={"sym_name": StringAttr(sym_name)},
+            regions=[body if body is not None else Region(Block())],
+        )
+
+    @property
+    def block(self) -> Block:
+        return self.body.block
+
+    def graph(self) -> GraphOp:
+        for op in self.block.ops:
+            if isinstance(op, GraphOp):
+                return op
+        raise VerifyException(f"exec.program @{self.sym_name.data}: has no exec.graph region")
+
+    def externals(self) -> list[BufferOp]:
+        return [op for op in self.block.ops if isinstance(op, BufferOp)]
+
+    def outputs(self) -> list[OutputOp]:
+        return [op for op in self.block.ops if isinstance(op, OutputOp)]
+
+    def verify_(self) -> None:
+        where = f"exec.program @{self.sym_name.data}"
+        graphs = [op for op in self.block.ops if isinstance(op, GraphOp)]
+        if len(graphs) != 1:
+            raise VerifyException(f"{where}: expected exactly one exec.graph, found {len(graphs)}")
+        seen: dict[str, str] = {}
+        for op in self.block.ops:
+            if isinstance(op, BufferOp | OutputOp):
+                kind = "buffer" if isinstance(op, BufferOp) else "output"
+                key = f"{kind}:{op.buffer_name.data}"
+                if key in seen:
+                    raise VerifyException(
+                        f"{where}: {kind} name \"{op.buffer_name.data}\" is declared twice"
+                    )
+                seen[key] = kind
+            elif not isinstance(op, AllocOp | ConstantOp | GraphOp):
+                raise VerifyException(
+                    f"{where}: {op.name} is not allowed at program level (only exec.buffer, "
+                    "exec.alloc, exec.constant, exec.graph, exec.output)"
+                )
+        size = self.arena_size.value.data if self.arena_size is not None else None
+        for op in self.block.ops:
+            if isinstance(op, AllocOp) and op.offset is not None:
+                if size is None:
+                    raise VerifyException(f"{where}: an exec.alloc has an offset but no arena size")
+                end = op.offset.value.data + buffer_type(op.result).nbytes()
+                if op.offset.value.data < 0 or end > size:
+                    raise VerifyException(
+                        f"{where}: exec.alloc at offset {op.offset.value.data} ends at byte {end}, "
+                        f"past the arena of {size} bytes"
+                    )
+
+
+@irdl_op_definition
+class BufferOp(IRDLOperation):
+    """An external buffer (role input, param or state) with a stable name.
+
+        %w = exec.buffer "fc1.weight" : !exec.buffer<128x64xf32, param>
+    """
+
+    name = "exec.buffer"
+    buffer_name = prop_def(StringAttr)
+    result = result_def(BufferType)
+    assembly_format = "$buffer_name attr-dict `:` type($result)"
+
+    def __init__(self, name: str, type: BufferType):
+        super().__init__(properties={"buffer_name": StringAttr(name)}, result_types=[type])
+
+    def verify_(self) -> None:
+        role = buffer_type(self.result).buffer_role
+        if role not in EXTERNAL_ROLES:
+            raise VerifyException(
+                f"exec.buffer \"{self.buffer_name.data}\": role must be input, param or state, "
+                f"got {role.value} (use exec.alloc for tmp, exec.constant for const)"
+            )
+
+
+@irdl_op_definition
+class AllocOp(IRDLOperation):
+    """A step-local tmp buffer; after memory planning, a view at `offset` bytes into the arena.
+
+        %t = exec.alloc : !exec.buffer<64x128xf32, tmp>
+        %u = exec.alloc offset 32768 : !exec.buffer<64x128xf32, tmp>
+    """
+
+    name = "exec.alloc"
+    offset = opt_prop_def(IntegerAttr[I64])
+    result = result_def(BufferType)
+    assembly_format = "(`offset` $offset^)? attr-dict `:` type($result)"
+
+    def __init__(self, type: BufferType, offset: int | None = None):
+        super().__init__(
+            properties={"offset": IntegerAttr(offset, i64) if offset is not None else None},
+            result_types=[type],
+        )
+
+    def verify_(self) -> None:
+        if buffer_type(self.result).buffer_role != BufferRole.TMP:
+            raise VerifyException(f"exec.alloc: role must be tmp, got {self.result.type}")
+
+
+@irdl_op_definition
+class ConstantOp(IRDLOperation):
+    """A buffer with role const, written once when the program is loaded.
+
+        %c = exec.constant dense<1> : tensor<i64> -> !exec.buffer<i64, const>
+    """
+
+    name = "exec.constant"
+    value = prop_def(DenseIntOrFPElementsAttr)
+    result = result_def(BufferType)
+    assembly_format = "$value attr-dict `->` type($result)"
+
+    def __init__(self, value: DenseIntOrFPElementsAttr):
+        super().__init__(
+            properties={"value": value}, result_types=[from_tensor(value.type, BufferRole.CONST)]
+        )
+
+    def verify_(self) -> None:
+        t = buffer_type(self.result)
+        if t != from_tensor(self.value.type, BufferRole.CONST):
+            raise VerifyException(
+                f"exec.constant: result {t} does not hold the value's type {self.value.type} "
+                "with role const"
+            )
+
+
+@irdl_op_definition
+class GraphOp(IRDLOperation):
+    """The capture region: its launches run in order, captured once and replayed.
+
+        exec.graph { exec.launch ... }
+    """
+
+    name = "exec.graph"
+    body = region_def("single_block")
+    traits = traits_def(NoTerminator())
+    assembly_format = "attr-dict-with-keyword $body"
+
+    def __init__(self, body: Region | None = None):
+        super().__init__(regions=[body if body is not None else Region(Block())])
+
+    @property
+    def block(self) -> Block:
+        return self.body.block
+
+    def verify_(self) -> None:
+        for op in self.block.ops:
+            if not isinstance(op, LaunchOp | CopyOp):
+                raise VerifyException(
+                    f"exec.graph: {op.name} is not allowed inside the capture region "
+                    "(only exec.launch and exec.copy)"
+                )
+
+
+def _check_writable(op_name: str, what: str, value: SSAValue) -> None:
+    role = buffer_type(value).buffer_role
+    if role in (BufferRole.INPUT, BufferRole.CONST):
+        owner = value.owner
+        label = f' "{owner.buffer_name.data}"' if isinstance(owner, BufferOp) else ""
+        raise VerifyException(
+            f"{op_name}: {what} is the {role.value} buffer{label}; {role.value} buffers are read-only"
+        )
+
+
+@irdl_op_definition
+class LaunchOp(IRDLOperation):
+    """Run a registered kernel: inputs, then outputs, then scalar parameters (one ABI).
+
+    `alias` names the alias policy (dialects.flags.ALIAS_POLICIES) that
+    `aicfc-fold-inplace` may apply; an output that is the same SSA value as an
+    input runs in place.
+
+        exec.launch "numpy.relu"(%a) outs(%b) alias "out0_in0"
+          : (!exec.buffer<4xf32, tmp>) -> (!exec.buffer<4xf32, tmp>)
+    """
+
+    name = "exec.launch"
+    kernel = prop_def(StringAttr)
+    inputs = var_operand_def(BufferType)
+    outputs = var_operand_def(BufferType)
+    params = opt_prop_def(DictionaryAttr)
+    alias = opt_prop_def(StringAttr)
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    assembly_format = (
+        "$kernel `(` $inputs `)` `outs` `(` $outputs `)` (`params` $params^)? "
+        "(`alias` $alias^)? attr-dict `:` `(` type($inputs) `)` `->` `(` type($outputs) `)`"
+    )
+
+    def __init__(
+        self,
+        kernel: str,
+        inputs: Sequence[SSAValue],
+        outputs: Sequence[SSAValue],
+        params: Mapping[str, ParamValue] | None = None,
+        alias: str | None = None,
+    ):
+        super().__init__(
+            operands=[list(inputs), list(outputs)],
+            properties={
+                "kernel": StringAttr(kernel),
+                "params": params_to_attr(params) if params else None,
+                "alias": StringAttr(alias) if alias is not None else None,
+            },
+        )
+
+    @property
+    def kernel_name(self) -> str:
+        return self.kernel.data
+
+    def scalar_params(self) -> dict[str, ParamValue]:
+        return attr_to_params(self.params)
+
+    def verify_(self) -> None:
+        where = f'exec.launch "{self.kernel.data}"'
+        if not self.kernel.data:
+            raise VerifyException("exec.launch: kernel name is empty")
+        for i, out in enumerate(self.outputs):
+            _check_writable(where, f"output #{i}", out)
+        if len({id(o) for o in self.outputs}) != len(self.outputs):
+            raise VerifyException(f"{where}: the same buffer is written by two outputs")
+        if self.alias is not None and self.alias.data not in ALIAS_POLICIES:
+            raise VerifyException(
+                f"{where}: unknown alias policy \"{self.alias.data}\" "
+                f"(known: {', '.join(sorted(ALIAS_POLICIES))})"
+            )
+        attr_to_params(self.params)
+
+
+@irdl_op_definition
+class CopyOp(IRDLOperation):
+    """dst = src (a device-to-device copy; `aicfc-fold-inplace` removes src == dst).
+
+        exec.copy %new -> %w : !exec.buffer<4xf32, tmp> -> !exec.buffer<4xf32, param>
+    """
+
+    name = "exec.copy"
+    source = operand_def(BufferType)
+    dest = operand_def(BufferType)
+    assembly_format = "$source `->` $dest attr-dict `:` type($source) `->` type($dest)"
+
+    def __init__(self, source: SSAValue, dest: SSAValue):
+        super().__init__(operands=[source, dest])
+
+    def verify_(self) -> None:
+        s, d = buffer_type(self.source), buffer_type(self.dest)
+        if not s.same_layout(d):
+            raise VerifyException(f"exec.copy: source {s} and dest {d} differ in shape or dtype")
+        _check_writable("exec.copy", "dest", self.dest)
+
+
+@irdl_op_definition
+class OutputOp(IRDLOperation):
+    """A named program output, read after the step.
+
+        exec.output "loss" %l : !exec.buffer<f32, tmp>
+    """
+
+    name = "exec.output"
+    buffer_name = prop_def(StringAttr)
+    value = operand_def(BufferType)
+    assembly_format = "$buffer_name $value attr-dict `:` type($value)"
+
+    def __init__(self, name: str, value: SSAValue):
+        super().__init__(properties={"buffer_name": StringAttr(name)}, operands=[value])
+
+
+def launches(program: ProgramOp) -> list[Operation]:
+    """The ops of the capture region in execution order."""
+    return list(program.graph().block.ops)
+
+
+Exec = Dialect(
+    "exec",
+    [ProgramOp, BufferOp, AllocOp, ConstantOp, GraphOp, LaunchOp, CopyOp, OutputOp],
+    [BufferType, BufferRoleAttr],
+)

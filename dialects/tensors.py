@@ -1,0 +1,115 @@
+"""Small helpers over builtin tensor types shared by the dialects.
+
+Shapes are tuples of ints (static shapes only); dtypes are the builtin element
+types f16, bf16, f32, f64 (float tensors) and i32, i64 (labels, counters).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IntegerType,
+    TensorType,
+    f32,
+)
+from xdsl.ir import Attribute, SSAValue
+from xdsl.utils.exceptions import VerifyException
+
+FLOAT_TYPES = (Float16Type, BFloat16Type, Float32Type, Float64Type)
+
+_BYTES = {Float16Type: 2, BFloat16Type: 2, Float32Type: 4, Float64Type: 8}
+
+
+def is_float(element_type: Attribute) -> bool:
+    return isinstance(element_type, FLOAT_TYPES)
+
+
+def is_int(element_type: Attribute) -> bool:
+    return isinstance(element_type, IntegerType) and element_type.width.data in (32, 64)
+
+
+def itemsize(element_type: Attribute) -> int:
+    """Bytes per element of a float or integer element type."""
+    if isinstance(element_type, IntegerType):
+        return element_type.width.data // 8
+    return _BYTES[type(element_type)]
+
+
+def shape_of(t: Attribute) -> tuple[int, ...]:
+    assert isinstance(t, TensorType)
+    return tuple(t.get_shape())
+
+
+def numel(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def tensor_bytes(t: Attribute) -> int:
+    """Bytes of a static tensor type (0 for non-tensors)."""
+    if not isinstance(t, TensorType):
+        return 0
+    return numel(t.get_shape()) * itemsize(t.element_type)
+
+
+def fmt_shape(shape: Sequence[int]) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def tensor(shape: Sequence[int], element_type: Attribute = f32) -> TensorType[Attribute]:
+    return TensorType(element_type, list(shape))
+
+
+def ranked(op_name: str, what: str, value: SSAValue | Attribute) -> TensorType[Attribute]:
+    """The static tensor type of `value`, or a VerifyException naming op and operand."""
+    t = value.type if isinstance(value, SSAValue) else value
+    if not isinstance(t, TensorType) or any(d < 0 for d in t.get_shape()):
+        raise VerifyException(f"{op_name}: {what} must be a statically shaped tensor, got {t}")
+    return t
+
+
+def require_float(op_name: str, what: str, t: TensorType[Attribute]) -> None:
+    if not is_float(t.element_type):
+        raise VerifyException(
+            f"{op_name}: {what} must have a float element type (f16, bf16, f32, f64), "
+            f"got {t.element_type}"
+        )
+
+
+def require_same_dtype(op_name: str, pairs: Sequence[tuple[str, TensorType[Attribute]]]) -> None:
+    first_name, first = pairs[0]
+    for name, t in pairs[1:]:
+        if t.element_type != first.element_type:
+            raise VerifyException(
+                f"{op_name}: {name} has element type {t.element_type} but {first_name} "
+                f"has {first.element_type}; they must match"
+            )
+
+
+def require_result(op_name: str, declared: Attribute, expected: TensorType[Attribute]) -> None:
+    """Compare a declared result type with the inferred one, naming both."""
+    if declared != expected:
+        raise VerifyException(f"{op_name}: result type is {declared}, expected {expected}")
+
+
+def broadcast_shape(op_name: str, src: Sequence[int], dst: Sequence[int]) -> None:
+    """Check NumPy broadcasting of `src` to `dst` (right-aligned; each dim equal or 1)."""
+    if len(src) > len(dst):
+        raise VerifyException(
+            f"{op_name}: cannot broadcast rank {len(src)} {fmt_shape(src)} to lower rank "
+            f"{len(dst)} {fmt_shape(dst)}"
+        )
+    offset = len(dst) - len(src)
+    for i, d in enumerate(src):
+        if d != 1 and d != dst[offset + i]:
+            raise VerifyException(
+                f"{op_name}: cannot broadcast {fmt_shape(src)} to {fmt_shape(dst)}: "
+                f"dim {i} is {d}, target dim {offset + i} is {dst[offset + i]}"
+            )

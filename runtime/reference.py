@@ -1,0 +1,322 @@
+"""The NumPy reference: what every graph and autodiff op means.
+
+This module is the living definition of each op (JAX keeps `lax_reference`
+for the same reason). Every backend kernel and every pass is checked against
+it. Each function takes the op's operands as arrays, in operand order, and
+its scalar parameters (`AicfcOp.kernel_params()`) as keywords, and returns a
+tuple with one array per result (optional results included: callers keep as
+many as the op has).
+
+Arithmetic runs in the operands' dtype, as the kernels do; the gradient checks
+run the same functions in float64.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from scipy.special import erf
+
+Array = np.ndarray
+RefFn = Callable[..., tuple[Array, ...]]
+
+_SQRT_HALF = 0.7071067811865476
+_INV_SQRT_2PI = 0.3989422804014327
+
+
+def _op(x: Array, transpose: bool) -> Array:
+    return x.T if transpose else x
+
+
+# --- constants and matrix products ------------------------------------------
+
+
+def matmul(a: Array, b: Array, *, transpose_a: bool = False, transpose_b: bool = False) -> tuple[Array]:
+    return (_op(a, transpose_a) @ _op(b, transpose_b),)
+
+
+def _activate(z: Array, act: str) -> Array:
+    if act == "relu":
+        return np.maximum(z, 0).astype(z.dtype)
+    if act == "gelu":
+        return gelu(z)[0]
+    return z
+
+
+def gemm_epilogue(
+    a: Array,
+    b: Array,
+    bias: Array | None = None,
+    *,
+    act: str = "none",
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+) -> tuple[Array, Array]:
+    """(Y, Z) with Z = op(A) op(B) + bias and Y = act(Z); bias has length N."""
+    z = _op(a, transpose_a) @ _op(b, transpose_b)
+    if bias is not None:
+        z = z + bias
+    return _activate(z, act), z
+
+
+# --- elementwise -------------------------------------------------------------
+
+
+def bias_add(x: Array, bias: Array) -> tuple[Array]:
+    return (x + bias,)
+
+
+def add(a: Array, b: Array) -> tuple[Array]:
+    return (a + b,)
+
+
+def sub(a: Array, b: Array) -> tuple[Array]:
+    return (a - b,)
+
+
+def mul(a: Array, b: Array) -> tuple[Array]:
+    return (a * b,)
+
+
+def relu(x: Array) -> tuple[Array]:
+    return (np.maximum(x, 0).astype(x.dtype),)
+
+
+def gelu(x: Array) -> tuple[Array]:
+    """Exact GELU: 0.5 x (1 + erf(x / sqrt 2)) (Hendrycks and Gimpel 2016)."""
+    return ((0.5 * x * (1.0 + erf(x * _SQRT_HALF))).astype(x.dtype),)
+
+
+def tanh(x: Array) -> tuple[Array]:
+    return (np.tanh(x),)
+
+
+# --- dropout: Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy
+# as 1, 2, 3", SC 2011), the generator of kernels/dropout.cu ----------------
+
+_PHILOX_M0 = np.uint64(0xD2511F53)
+_PHILOX_M1 = np.uint64(0xCD9E8D57)
+_PHILOX_W0 = np.uint32(0x9E3779B9)
+_PHILOX_W1 = np.uint32(0xBB67AE85)
+_MASK32 = np.uint64(0xFFFFFFFF)
+
+
+def philox4x32_10(counter: Array, key: tuple[int, int]) -> Array:
+    """Philox4x32-10 of counters [n, 4] (uint32) under a 2-word key -> [n, 4] uint32."""
+    c = [counter[:, i].astype(np.uint64) for i in range(4)]
+    k0, k1 = np.uint32(key[0]), np.uint32(key[1])
+    with np.errstate(over="ignore"):
+        for r in range(10):
+            if r:
+                k0 = np.uint32(k0 + _PHILOX_W0)
+                k1 = np.uint32(k1 + _PHILOX_W1)
+            p0 = _PHILOX_M0 * c[0]
+            p1 = _PHILOX_M1 * c[2]
+            hi0, lo0 = p0 >> np.uint64(32), p0 & _MASK32
+            hi1, lo1 = p1 >> np.uint64(32), p1 & _MASK32
+            c = [hi1 ^ c[1] ^ np.uint64(k0), lo1, hi0 ^ c[3] ^ np.uint64(k1), lo0]
+    return np.stack(c, axis=1).astype(np.uint32)
+
+
+def dropout_keep(n: int, offset: int, p: float, seed: int) -> Array:
+    """The keep mask of n elements: element i keeps iff (word >> 8) >= round(p * 2^24).
+
+    word is output (i % 4) of Philox4x32-10 with counter (i // 4 low, high,
+    offset low, high) and key (seed low, high); integer comparison keeps the
+    CUDA kernel bit-identical.
+    """
+    q = np.arange((n + 3) // 4, dtype=np.uint64)
+    ctr = np.stack(
+        [
+            q & _MASK32,
+            q >> np.uint64(32),
+            np.full_like(q, offset & 0xFFFFFFFF),
+            np.full_like(q, (offset >> 32) & 0xFFFFFFFF),
+        ],
+        axis=1,
+    )
+    words = philox4x32_10(ctr, (seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF)).reshape(-1)[:n]
+    threshold = np.uint32(round(p * (1 << 24)))
+    return (words >> np.uint32(8)) >= threshold
+
+
+def dropout(x: Array, offset: Array, *, p: float, seed: int) -> tuple[Array]:
+    keep = dropout_keep(x.size, int(offset), p, seed).reshape(x.shape)
+    scale = x.dtype.type(1.0 / (1.0 - p))
+    return (np.where(keep, x * scale, x.dtype.type(0)),)
+
+
+# --- layout ------------------------------------------------------------------
+
+
+def reshape(x: Array, *, shape: tuple[int, ...]) -> tuple[Array]:
+    return (np.reshape(x, shape),)
+
+
+def transpose(x: Array, *, perm: tuple[int, ...]) -> tuple[Array]:
+    return (np.ascontiguousarray(np.transpose(x, perm)),)
+
+
+def broadcast_to(x: Array, *, shape: tuple[int, ...]) -> tuple[Array]:
+    return (np.ascontiguousarray(np.broadcast_to(x, shape)),)
+
+
+# --- reductions and losses ---------------------------------------------------
+
+
+def softmax(x: Array, *, axis: int) -> tuple[Array]:
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return (e / np.sum(e, axis=axis, keepdims=True),)
+
+
+def reduce_sum(x: Array, *, axes: tuple[int, ...], keepdims: bool = False) -> tuple[Array]:
+    return (np.asarray(np.sum(x, axis=tuple(axes), keepdims=keepdims), dtype=x.dtype),)
+
+
+def log_softmax(x: Array) -> Array:
+    """Row-wise log softmax x - logsumexp(x), stable for any finite logits."""
+    shifted = x - np.max(x, axis=1, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=1, keepdims=True))
+
+
+def cross_entropy(logits: Array, labels: Array) -> tuple[Array]:
+    """mean_n(logsumexp(x_n) - x_n[y_n]), never log(softmax) (which underflows to -inf)."""
+    n = logits.shape[0]
+    lsm = log_softmax(logits)
+    return (np.asarray(-np.mean(lsm[np.arange(n), labels]), dtype=logits.dtype),)
+
+
+def mse_loss(pred: Array, target: Array) -> tuple[Array]:
+    d = pred - target
+    return (np.asarray(np.mean(d * d), dtype=pred.dtype),)
+
+
+# --- backward primitives -----------------------------------------------------
+
+
+def relu_grad(dy: Array, y: Array) -> tuple[Array]:
+    return (np.where(y > 0, dy, dy.dtype.type(0)),)
+
+
+def gelu_grad(dy: Array, x: Array) -> tuple[Array]:
+    cdf = 0.5 * (1.0 + erf(x * _SQRT_HALF))
+    pdf = _INV_SQRT_2PI * np.exp(-0.5 * x * x)
+    return ((dy * (cdf + x * pdf)).astype(dy.dtype),)
+
+
+def tanh_grad(dy: Array, y: Array) -> tuple[Array]:
+    return (dy * (1 - y * y),)
+
+
+def softmax_grad(dy: Array, y: Array, *, axis: int) -> tuple[Array]:
+    return (y * (dy - np.sum(dy * y, axis=axis, keepdims=True)),)
+
+
+def cross_entropy_grad(logits: Array, labels: Array, dloss: Array) -> tuple[Array]:
+    n = logits.shape[0]
+    g = np.exp(log_softmax(logits))
+    g[np.arange(n), labels] -= 1
+    return ((g * (dloss / n)).astype(logits.dtype),)
+
+
+def mse_loss_grad(pred: Array, target: Array, dloss: Array) -> tuple[Array]:
+    return ((2 * (pred - target) * (dloss / pred.size)).astype(pred.dtype),)
+
+
+def dropout_grad(dy: Array, offset: Array, *, p: float, seed: int) -> tuple[Array]:
+    return dropout(dy, offset, p=p, seed=seed)
+
+
+def epilogue_grad(dy: Array, saved: Array, *, act: str) -> tuple[Array, Array]:
+    dz = relu_grad(dy, saved)[0] if act == "relu" else gelu_grad(dy, saved)[0]
+    return dz, np.sum(dz, axis=0).astype(dz.dtype)
+
+
+# --- optimizer steps ---------------------------------------------------------
+
+
+def adam_step(
+    param: Array,
+    grad: Array,
+    exp_avg: Array,
+    exp_avg_sq: Array,
+    step: Array,
+    *,
+    lr: float,
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+    eps: float = 1e-8,
+    weight_decay: float = 0.0,
+    decoupled_weight_decay: bool = False,
+) -> tuple[Array, Array, Array, Array]:
+    """torch.optim.Adam's single-tensor update, in its order of operations."""
+    dt = param.dtype.type
+    t = float(step) + 1.0
+    if weight_decay and decoupled_weight_decay:
+        param = param * dt(1.0 - lr * weight_decay)
+    elif weight_decay:
+        grad = grad + dt(weight_decay) * param
+    m = exp_avg + dt(1.0 - beta1) * (grad - exp_avg)  # torch: exp_avg.lerp_(grad, 1 - beta1)
+    v = exp_avg_sq * dt(beta2) + dt(1.0 - beta2) * grad * grad
+    step_size = lr / (1.0 - beta1**t)
+    bias_correction2_sqrt = (1.0 - beta2**t) ** 0.5
+    denom = np.sqrt(v) / dt(bias_correction2_sqrt) + dt(eps)
+    new_param = param - dt(step_size) * (m / denom)
+    return new_param, m, v, np.asarray(t, dtype=step.dtype)
+
+
+def sgd_step(
+    param: Array,
+    grad: Array,
+    momentum_buffer: Array | None = None,
+    *,
+    lr: float,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+    nesterov: bool = False,
+) -> tuple[Array, ...]:
+    """torch.optim.SGD's update with dampening 0 (buffer starting at zero)."""
+    dt = param.dtype.type
+    if weight_decay:
+        grad = grad + dt(weight_decay) * param
+    if momentum_buffer is None:
+        return (param - dt(lr) * grad,)
+    buf = dt(momentum) * momentum_buffer + grad
+    step = grad + dt(momentum) * buf if nesterov else buf
+    return param - dt(lr) * step, buf
+
+
+# --- the table: op name -> reference ------------------------------------------
+
+REFERENCE: dict[str, RefFn] = {
+    "graph.matmul": matmul,
+    "graph.gemm_epilogue": gemm_epilogue,
+    "graph.bias_add": bias_add,
+    "graph.add": add,
+    "graph.sub": sub,
+    "graph.mul": mul,
+    "graph.relu": relu,
+    "graph.gelu": gelu,
+    "graph.tanh": tanh,
+    "graph.dropout": dropout,
+    "graph.reshape": reshape,
+    "graph.transpose": transpose,
+    "graph.broadcast_to": broadcast_to,
+    "graph.softmax": softmax,
+    "graph.reduce_sum": reduce_sum,
+    "graph.cross_entropy": cross_entropy,
+    "graph.mse_loss": mse_loss,
+    "autodiff.relu_grad": relu_grad,
+    "autodiff.gelu_grad": gelu_grad,
+    "autodiff.tanh_grad": tanh_grad,
+    "autodiff.softmax_grad": softmax_grad,
+    "autodiff.cross_entropy_grad": cross_entropy_grad,
+    "autodiff.mse_loss_grad": mse_loss_grad,
+    "autodiff.dropout_grad": dropout_grad,
+    "autodiff.epilogue_grad": epilogue_grad,
+    "autodiff.adam_step": adam_step,
+    "autodiff.sgd_step": sgd_step,
+}
+"""Reference semantics of every executable op. graph.constant is data (its
+value attribute) and autodiff.backward must be expanded first; neither is here."""
