@@ -167,7 +167,7 @@ def derived_flags(op: Operation) -> OpFlag:
         flags |= dtype_flag(op.results[0])
         if all(isinstance(r.type, TensorType) for r in op.results):
             flags |= OpFlag.LAYOUT_CONTIG
-        if all(len(r.uses) == 1 for r in op.results):
+        if all(r.has_one_use() for r in op.results):
             flags |= OpFlag.SINGLE_USE
     if is_side_effect_free(op) and not static_flags(op) & OpFlag.IS_STOCHASTIC:
         flags |= OpFlag.SAFE_NODE
