@@ -48,6 +48,7 @@ from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
 from aicfc.dialects.base import AicfcOp
+from aicfc.dialects.canonicalization import GraphCanonicalization
 from aicfc.dialects.flags import OUT0_IN0, OpFlag, OpInfo
 from aicfc.dialects.params import ParamValue
 from aicfc.dialects.tensors import (
@@ -95,7 +96,9 @@ def _unit(flag: bool) -> UnitAttr | None:
 
 
 class GraphOp(AicfcOp):
-    """Base of graph ops: pure, value semantics."""
+    """Base of graph ops: pure, value semantics; canonicalization patterns attached lazily."""
+
+    traits = traits_def(GraphCanonicalization())
 
 
 class UnaryElementwiseOp(GraphOp):

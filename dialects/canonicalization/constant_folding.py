@@ -1,0 +1,102 @@
+"""Constant folding of graph ops: op(constant, ..., constant) -> constant.
+
+The value is computed by the NumPy reference (`runtime/reference.py`), the one
+definition of what each op means, so a folded constant is bit-identical to
+what the NumPy runtime would compute at run time. Writing a second evaluator
+here would be a second definition to keep in step.
+
+Layering: a dialect module imports no runtime (DESIGN §1). This module is not
+imported by `dialects/graph.py` at all (the `GraphCanonicalization` trait
+imports it when `canonicalize` first asks for patterns), and it imports the
+reference only inside `match_and_rewrite`, when an op with all-constant
+operands is actually found. The reference module itself imports only NumPy
+and SciPy (no backend, no device). A test checks that importing the graph
+dialect leaves `aicfc.runtime` unloaded.
+
+Not folded:
+- stochastic ops (dropout): the draw stays visible in the IR and the report;
+- results the NumPy runtime has no dtype for (bf16);
+- folds that would grow the IR: the results may hold at most as many
+  elements as the constant operands together, unless every result is a
+  splat (one repeated value) or they are small (at most `SMALL_CONSTANT`
+  elements in all). `broadcast_to` of a dense
+  [16] constant to [4096, 16] therefore stays a broadcast.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
+from xdsl.ir import Operation
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+
+from aicfc.dialects.base import AicfcOp
+from aicfc.dialects.diagnostics import copy_location
+from aicfc.dialects.flags import OpFlag, static_flags
+from aicfc.dialects.graph import ConstantOp
+from aicfc.dialects.tensors import numel
+
+SMALL_CONSTANT = 256
+"""Folds whose results have at most this many elements are always done."""
+
+
+def _constant_operands(op: Operation) -> list[DenseIntOrFPElementsAttr] | None:
+    values = []
+    for v in op.operands:
+        owner = v.owner
+        if not isinstance(owner, Operation) or not static_flags(owner) & OpFlag.IS_CONSTANT:
+            return None
+        value = owner.properties.get("value")
+        if not isinstance(value, DenseIntOrFPElementsAttr):
+            return None
+        values.append(value)
+    return values
+
+
+def _grows_ir(operands: list[DenseIntOrFPElementsAttr], results: list[TensorType]) -> bool:
+    out = sum(numel(t.get_shape()) for t in results)
+    return out > SMALL_CONSTANT and out > sum(len(a) for a in operands)
+
+
+class FoldConstantOperands(RewritePattern):
+    """op(c1, ..., cn) -> constant(reference(op)(c1, ..., cn)) for any graph op whose
+    operands are all graph.constant (see the module docstring for what is skipped)."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
+        if not isinstance(op, AicfcOp) or not op.operands or op.regions:
+            return
+        if static_flags(op) & (OpFlag.IS_CONSTANT | OpFlag.IS_STOCHASTIC):
+            return
+        operands = _constant_operands(op)
+        if operands is None:
+            return
+        types = [r.type for r in op.results]
+        if not all(isinstance(t, TensorType) for t in types):
+            return
+        result_types: list[TensorType] = types  # type: ignore[assignment]
+        # Lazy: the reference is needed only when something folds (see module docstring).
+        from aicfc.runtime.interpreter import InterpreterError, dense_to_numpy, numpy_dtype
+        from aicfc.runtime.reference import REFERENCE
+
+        ref = REFERENCE.get(op.name)
+        if ref is None:
+            return
+        try:
+            arrays = [dense_to_numpy(a) for a in operands]
+            dtypes = [numpy_dtype(t.element_type) for t in result_types]
+        except InterpreterError:
+            return  # a dtype the NumPy runtime cannot hold: leave the op to run
+        outs = ref(*arrays, **op.kernel_params())[: len(result_types)]
+        values = [
+            np.asarray(v, dtype=dt).reshape(tuple(t.get_shape()))
+            for t, dt, v in zip(result_types, dtypes, outs, strict=True)
+        ]
+        dense = [v for v in values if v.size > 1 and not (v == v.reshape(-1)[0]).all()]
+        if dense and _grows_ir(operands, result_types):
+            return
+        new_ops = [
+            ConstantOp(DenseIntOrFPElementsAttr.from_list(t, v.reshape(-1).tolist()))
+            for t, v in zip(result_types, values, strict=True)
+        ]
+        copy_location(op, *new_ops)
+        rewriter.replace(op, new_ops, [c.result for c in new_ops])

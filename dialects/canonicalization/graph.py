@@ -1,0 +1,185 @@
+"""Canonicalization patterns of graph ops (seed 002 §4: remove what does nothing).
+
+Each pattern is rooted at one op class and says its rewrite in math form. They
+run under xDSL's `canonicalize` (with its DCE), so an op made dead by a rewrite
+disappears. Every rewrite keeps the value exactly (layout moves, identities),
+except constant folding, which computes the same NumPy reference the runtime
+runs. `patterns_for(cls)` is the table the `GraphCanonicalization` trait reads.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
+
+from aicfc.dialects.canonicalization.constant_folding import FoldConstantOperands
+from aicfc.dialects.diagnostics import copy_location
+from aicfc.dialects.flags import OpFlag, static_flags
+from aicfc.dialects.graph import (
+    AddOp,
+    BiasAddOp,
+    BroadcastToOp,
+    GemmEpilogueOp,
+    ReshapeOp,
+    TransposeOp,
+)
+from aicfc.dialects.tensors import is_float
+
+
+def _shape(v: SSAValue) -> tuple[int, ...] | None:
+    t = v.type
+    return tuple(t.get_shape()) if isinstance(t, TensorType) else None
+
+
+# --- layout ------------------------------------------------------------------
+
+
+class TransposeOfTranspose(RewritePattern):
+    """transpose(transpose(x, p), q) -> x if p[q[i]] == i for all i, else transpose(x, r),
+    r[i] = p[q[i]] (result dim i of the pair is input dim p[q[i]])."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: TransposeOp, rewriter: PatternRewriter, /) -> None:
+        inner = op.input.owner
+        if not isinstance(inner, TransposeOp):
+            return
+        p, q = inner.permutation, op.permutation
+        composed = [p[i] for i in q]
+        if composed == list(range(len(composed))):
+            rewriter.replace(op, [], [inner.input])
+            return
+        new = TransposeOp(inner.input, composed)
+        copy_location(op, new)
+        rewriter.replace(op, new)
+
+
+class IdentityTranspose(RewritePattern):
+    """transpose(x, [0, 1, ..., n-1]) -> x."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: TransposeOp, rewriter: PatternRewriter, /) -> None:
+        if list(op.permutation) == list(range(len(op.permutation))):
+            rewriter.replace(op, [], [op.input])
+
+
+class IdentityReshape(RewritePattern):
+    """reshape(x) : S -> S  ->  x."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: ReshapeOp, rewriter: PatternRewriter, /) -> None:
+        if op.input.type == op.result.type:
+            rewriter.replace(op, [], [op.input])
+
+
+class ReshapeOfReshape(RewritePattern):
+    """reshape(reshape(x) : A -> B) : B -> C  ->  reshape(x) : A -> C (row-major order is kept)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: ReshapeOp, rewriter: PatternRewriter, /) -> None:
+        inner = op.input.owner
+        if not isinstance(inner, ReshapeOp):
+            return
+        if inner.input.type == op.result.type:
+            rewriter.replace(op, [], [inner.input])
+            return
+        shape = _shape(op.result)
+        assert shape is not None
+        new = ReshapeOp(inner.input, shape)
+        copy_location(op, new)
+        rewriter.replace(op, new)
+
+
+class IdentityBroadcast(RewritePattern):
+    """broadcast_to(x) : S -> S  ->  x."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: BroadcastToOp, rewriter: PatternRewriter, /) -> None:
+        if op.input.type == op.result.type:
+            rewriter.replace(op, [], [op.input])
+
+
+# --- elementwise -------------------------------------------------------------
+
+
+def _broadcast_bias(v: SSAValue, out_shape: tuple[int, ...]) -> SSAValue | None:
+    """b if v = broadcast_to(b : [C] -> [..., C]) with C the last dim of out_shape."""
+    owner = v.owner
+    if not isinstance(owner, Operation) or not static_flags(owner) & OpFlag.IS_BROADCAST:
+        return None
+    b = owner.operands[0]
+    bs = _shape(b)
+    if bs is None or len(bs) != 1 or len(out_shape) < 1 or bs[0] != out_shape[-1]:
+        return None
+    return b
+
+
+class AddOfBroadcastToBiasAdd(RewritePattern):
+    """add(a, broadcast_to(b : [C] -> [..., C])) -> bias_add(a, b), and the same with the
+    operands swapped (add is commutative). bias_add is what aicfc-fuse folds into a
+    gemm_epilogue, and it never materialises the broadcast."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: AddOp, rewriter: PatternRewriter, /) -> None:
+        t = op.result.type
+        if not isinstance(t, TensorType) or not is_float(t.element_type):
+            return
+        out_shape = tuple(t.get_shape())
+        for x, other in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
+            b = _broadcast_bias(other, out_shape)
+            if b is not None:
+                new = BiasAddOp(x, b)
+                copy_location(op, new)
+                rewriter.replace(op, new)
+                return
+
+
+# --- fused ops ---------------------------------------------------------------
+
+
+class DropUnusedPreAct(RewritePattern):
+    """gemm_epilogue(...) -> (y, z) with z unused  ->  gemm_epilogue(...) -> y.
+
+    aicfc-fuse keeps Z (cuBLASLt's GELU_AUX) for the backward of GELU; an
+    inference graph never reads it, and writing it costs M*N stores."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: GemmEpilogueOp, rewriter: PatternRewriter, /) -> None:
+        pre_act = op.pre_act
+        if pre_act is None or pre_act.uses:
+            return
+        new = GemmEpilogueOp(
+            op.lhs,
+            op.rhs,
+            op.bias,
+            op.activation,
+            transpose_a=op.transpose_a is not None,
+            transpose_b=op.transpose_b is not None,
+        )
+        new.attributes.update(op.attributes)
+        copy_location(op, new)
+        rewriter.replace(op, new, [new.result, None])
+
+
+# --- the table ---------------------------------------------------------------
+
+_BY_CLASS: dict[type[Operation], tuple[RewritePattern, ...]] = {
+    TransposeOp: (TransposeOfTranspose(), IdentityTranspose()),
+    ReshapeOp: (ReshapeOfReshape(), IdentityReshape()),
+    BroadcastToOp: (IdentityBroadcast(),),
+    AddOp: (AddOfBroadcastToBiasAdd(),),
+    GemmEpilogueOp: (DropUnusedPreAct(),),
+}
+"""Op class -> its structural patterns (constant folding applies to every op)."""
+
+_FOLD = FoldConstantOperands()
+
+
+@cache
+def patterns_for(op_class: type[Operation]) -> tuple[RewritePattern, ...]:
+    """The canonicalization patterns rooted at `op_class` (structural first, then folding)."""
+    if static_flags(op_class) & OpFlag.IS_CONSTANT:
+        return ()
+    return _BY_CLASS.get(op_class, ()) + (_FOLD,)
