@@ -1,0 +1,249 @@
+"""Build a model's train step and predict functions as graph-level IR.
+
+The train step is a pure function (docs/architecture.md §1):
+
+    func.func @train_step(%x {input "x"}, %y {input "y"},
+                          %p {param "0.weight"}, %m {state "0.weight.exp_avg"}, ...,
+                          %offset {state "rng.offset"})          // only with dropout
+        -> (loss, next "0.weight", next "0.weight.exp_avg", ..., next "rng.offset")
+
+    forward ops (each module emits its own) -> graph.cross_entropy | graph.mse_loss
+    -> autodiff.backward %loss wrt <every param>
+    -> one optimizer op per param (autodiff.adam_step / autodiff.sgd_step)
+    -> graph.add %offset, 1                                      // only with dropout
+
+`@predict` takes `x` and the params and returns "output"; dropout emits
+nothing there. Ops are built with their classes' constructors (which infer
+result types), never from text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.builder import Builder
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    Float32Type,
+    Float64Type,
+    IntegerType,
+    ModuleOp,
+    TensorType,
+    f32,
+    f64,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.rewriter import InsertPoint
+
+from aicfc.dialects import autodiff, graph
+from aicfc.dialects.roles import make_attrs
+from aicfc.nn import EmitContext, Module, has_dropout, scalar_constant
+from aicfc.optim import Optimizer
+
+LOSSES: dict[str, Callable[[SSAValue, SSAValue], graph.GraphOp]] = {
+    "cross_entropy": graph.CrossEntropyOp,
+    "mse": graph.MseLossOp,
+}
+"""Loss name -> op class; both take (prediction, target) and yield a scalar mean."""
+
+LABEL_DTYPE = np.dtype(np.int32)
+"""Integer labels of cross_entropy are i32 in the IR (integer arrays are converted)."""
+
+RNG_OFFSET = "rng.offset"
+
+_ELEMENT_TYPES: dict[np.dtype, Attribute] = {
+    np.dtype(np.float32): f32,
+    np.dtype(np.float64): f64,
+    np.dtype(np.int32): i32,
+    np.dtype(np.int64): i64,
+}
+
+
+def element_type(dtype: np.dtype | type) -> Attribute:
+    """The builtin element type of a NumPy dtype (float32/64, int32/64)."""
+    dt = np.dtype(dtype)
+    if dt not in _ELEMENT_TYPES:
+        raise TypeError(f"dtype {dt} has no IR element type (use float32, float64, int32, int64)")
+    return _ELEMENT_TYPES[dt]
+
+
+def numpy_dtype(t: Attribute) -> np.dtype:
+    """The NumPy dtype of a builtin element type (inverse of `element_type`)."""
+    for dt, et in _ELEMENT_TYPES.items():
+        if et == t:
+            return dt
+    if isinstance(t, Float32Type | Float64Type | IntegerType):
+        raise TypeError(f"element type {t} has no NumPy dtype here")
+    raise TypeError(f"{t} is not a tensor element type")
+
+
+def tensor_type(shape: Sequence[int], dtype: np.dtype | type) -> TensorType[Attribute]:
+    return TensorType(element_type(dtype), list(shape))
+
+
+@dataclass(frozen=True)
+class External:
+    """One named function argument: role "input", "param" or "state", and its type."""
+
+    name: str
+    role: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def type(self) -> TensorType[Attribute]:
+        return tensor_type(self.shape, self.dtype)
+
+
+def param_externals(model: Module) -> list[External]:
+    return [External(n, "param", p.shape, p.dtype) for n, p in model.named_parameters()]
+
+
+def initial_values(model: Module, optimizer: Optimizer | None) -> dict[str, np.ndarray]:
+    """Every param and (if `optimizer`) state of the train step with its initial value.
+
+    Ordered as the train step's arguments: each param then its states, then
+    `rng.offset` (int64 0) when the model has dropout.
+    """
+    values: dict[str, np.ndarray] = {}
+    for name, p in model.named_parameters():
+        values[name] = p.data.copy()
+        if optimizer is not None:
+            for suffix, v in optimizer.init_state(p.data).items():
+                values[f"{name}.{suffix}"] = v
+    if optimizer is not None and has_dropout(model):
+        values[RNG_OFFSET] = np.zeros((), dtype=np.int64)
+    return values
+
+
+def target_spec(model: Module, loss: str, x_shape: Sequence[int], dtype: np.dtype) -> External:
+    """The `y` argument of the loss: i32 labels [N] (cross_entropy) or the output's shape (mse)."""
+    if loss not in LOSSES:
+        raise ValueError(f"unknown loss {loss!r}; known: {', '.join(LOSSES)}")
+    if loss == "cross_entropy":
+        return External("y", "input", (int(x_shape[0]),), LABEL_DTYPE)
+    return External("y", "input", model.output_shape(x_shape), np.dtype(dtype))
+
+
+def _hint(name: str) -> str:
+    # SSA names may not start with a digit: "0.weight" prints as %_0.weight.
+    return name if not name[0].isdigit() else "_" + name
+
+
+def _make_func(
+    fn_name: str,
+    args: Sequence[External],
+    body: Callable[[Builder, dict[str, SSAValue]], list[tuple[str, SSAValue]]],
+) -> func.FuncOp:
+    block = Block(arg_types=[a.type for a in args])
+    for value, a in zip(block.args, args, strict=True):
+        value.name_hint = _hint(a.name)
+    b = Builder(InsertPoint.at_end(block))
+    results = body(b, {a.name: v for a, v in zip(args, block.args, strict=True)})
+    b.insert(func.ReturnOp(*(v for _, v in results)))
+    return func.FuncOp(
+        fn_name,
+        ([a.type for a in args], [v.type for _, v in results]),
+        Region(block),
+        arg_attrs=ArrayAttr([make_attrs(a.role, a.name) for a in args]),
+        res_attrs=ArrayAttr([make_attrs(name=n) for n, _ in results]),
+    )
+
+
+def build_predict(
+    model: Module,
+    x_shape: Sequence[int],
+    dtype: np.dtype | type = np.float32,
+    name: str = "predict",
+) -> func.FuncOp:
+    """`@predict(x, params...) -> "output"`: the forward pass without dropout."""
+    args = [External("x", "input", tuple(x_shape), np.dtype(dtype)), *param_externals(model)]
+
+    def body(b: Builder, values: dict[str, SSAValue]) -> list[tuple[str, SSAValue]]:
+        ctx = EmitContext(b, values, training=False)
+        return [("output", model.emit(ctx, values["x"], ""))]
+
+    return _make_func(name, args, body)
+
+
+def build_train_step(
+    model: Module,
+    loss: str,
+    optimizer: Optimizer,
+    x_shape: Sequence[int],
+    dtype: np.dtype | type = np.float32,
+    name: str = "train_step",
+) -> func.FuncOp:
+    """`@train_step(x, y, params and states...) -> ("loss", next params and states...)`.
+
+    Raises ValueError for an unknown loss and nn.ShapeError when `x_shape`
+    does not fit the model.
+    """
+    x = External("x", "input", tuple(x_shape), np.dtype(dtype))
+    y = target_spec(model, loss, x_shape, np.dtype(dtype))
+    init = initial_values(model, optimizer)
+    roles = {n: "param" for n, _ in model.named_parameters()}
+    args = [x, y] + [
+        External(n, roles.get(n, "state"), tuple(v.shape), v.dtype) for n, v in init.items()
+    ]
+
+    def body(b: Builder, values: dict[str, SSAValue]) -> list[tuple[str, SSAValue]]:
+        ctx = EmitContext(b, values, training=True, rng_offset=values.get(RNG_OFFSET))
+        pred = model.emit(ctx, values["x"], "")
+        loss_value = ctx.add(LOSSES[loss](pred, values["y"]))
+        params = [n for n, _ in model.named_parameters()]
+        grads = b.insert(autodiff.BackwardOp(loss_value, [values[n] for n in params])).grads
+        results: list[tuple[str, SSAValue]] = [("loss", loss_value)]
+        for n, g in zip(params, grads, strict=True):
+            state = {s: values[f"{n}.{s}"] for s in optimizer.state_names()}
+            new_param, new_state = optimizer.emit(b, values[n], g, state)
+            results.append((n, new_param))
+            results += [(f"{n}.{s}", new_state[s]) for s in optimizer.state_names()]
+        if RNG_OFFSET in values:
+            one = scalar_constant(ctx, 1)
+            results.append((RNG_OFFSET, ctx.add(graph.AddOp(values[RNG_OFFSET], one))))
+        return results
+
+    return _make_func(name, args, body)
+
+
+def build_module(
+    model: Module,
+    loss: str,
+    optimizer: Optimizer,
+    batch_size: int,
+    functions: Sequence[str] = ("train_step", "predict"),
+    dtype: np.dtype | type = np.float32,
+) -> ModuleOp:
+    """A module with `@train_step` and/or `@predict` for inputs [batch_size, in_features]."""
+    n_in = model.input_features()
+    if n_in is None:
+        raise ValueError("build_module: the model fixes no input width; build functions directly")
+    x_shape = (batch_size, n_in)
+    ops: list[func.FuncOp] = []
+    for fn in functions:
+        if fn == "train_step":
+            ops.append(build_train_step(model, loss, optimizer, x_shape, dtype))
+        elif fn == "predict":
+            ops.append(build_predict(model, x_shape, dtype))
+        else:
+            raise ValueError(f"unknown function {fn!r}; known: train_step, predict")
+    return ModuleOp(ops)
+
+
+__all__ = [
+    "LOSSES",
+    "External",
+    "build_module",
+    "build_predict",
+    "build_train_step",
+    "element_type",
+    "initial_values",
+    "numpy_dtype",
+    "target_spec",
+]

@@ -1,0 +1,149 @@
+"""Optimizers as IR emitters: each writes one SSA update op per parameter.
+
+An optimizer here is a frozen description (hyperparameters with PyTorch's
+defaults and semantics) that knows which state tensors it keeps per parameter
+and how to emit the update (`autodiff.adam_step` / `autodiff.sgd_step`). State
+names follow PyTorch's optimizer state keys, prefixed by the parameter name:
+
+    Adam / AdamW:          "<param>.exp_avg", "<param>.exp_avg_sq", "<param>.step"
+    SGD with momentum > 0: "<param>.momentum_buffer"
+
+Every state starts at zero (step = 0.0, as a tensor<f32> so the bias
+correction is computed on the device from it). The update math is
+`runtime/reference.py` (adam_step, sgd_step), checked against torch.optim by
+test/python/test_torch_oracle.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+from xdsl.builder import Builder
+from xdsl.ir import SSAValue
+
+from aicfc.dialects import autodiff
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    """Base: `state_shapes` says which states exist; `emit` writes the update."""
+
+    STATE_NAMES: ClassVar[tuple[str, ...]] = ()
+
+    def state_names(self) -> tuple[str, ...]:
+        """Suffixes of this optimizer's per-parameter states, in argument order."""
+        return self.STATE_NAMES
+
+    def init_state(self, param: np.ndarray) -> dict[str, np.ndarray]:
+        """Initial value of each state of `param` (all zeros; Adam's step is a scalar f32)."""
+        return {s: np.zeros_like(param) for s in self.state_names()}
+
+    def emit(
+        self, b: Builder, param: SSAValue, grad: SSAValue, state: dict[str, SSAValue]
+    ) -> tuple[SSAValue, dict[str, SSAValue]]:
+        """Insert the update of one parameter; return (param', {state suffix: state'})."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Adam(Optimizer):
+    """Adam (Kingma and Ba 2015) with torch.optim.Adam's semantics and defaults.
+
+    lr: step size; betas: (beta1, beta2) in [0, 1); eps: added to sqrt(v_hat);
+    weight_decay: L2 penalty added to the gradient, or with
+    `decoupled_weight_decay=True` the AdamW decay param *= 1 - lr*wd
+    (Loshchilov and Hutter 2019). amsgrad, maximize and capturable flags of
+    PyTorch are not offered (the step counter always lives on the device).
+    """
+
+    lr: float = 1e-3
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    decoupled_weight_decay: bool = False
+
+    STATE_NAMES: ClassVar[tuple[str, ...]] = ("exp_avg", "exp_avg_sq", "step")
+
+    def init_state(self, param: np.ndarray) -> dict[str, np.ndarray]:
+        return {
+            "exp_avg": np.zeros_like(param),
+            "exp_avg_sq": np.zeros_like(param),
+            "step": np.zeros((), dtype=np.float32),
+        }
+
+    def emit(
+        self, b: Builder, param: SSAValue, grad: SSAValue, state: dict[str, SSAValue]
+    ) -> tuple[SSAValue, dict[str, SSAValue]]:
+        op = b.insert(
+            autodiff.AdamStepOp(
+                param,
+                grad,
+                state["exp_avg"],
+                state["exp_avg_sq"],
+                state["step"],
+                lr=self.lr,
+                beta1=self.betas[0],
+                beta2=self.betas[1],
+                eps=self.eps,
+                weight_decay=self.weight_decay,
+                decoupled_weight_decay=self.decoupled_weight_decay,
+            )
+        )
+        return op.new_param, {
+            "exp_avg": op.new_exp_avg,
+            "exp_avg_sq": op.new_exp_avg_sq,
+            "step": op.new_step,
+        }
+
+
+@dataclass(frozen=True)
+class AdamW(Adam):
+    """Adam with decoupled weight decay (torch.optim.AdamW; default weight_decay 1e-2)."""
+
+    weight_decay: float = 1e-2
+    decoupled_weight_decay: bool = True
+
+
+@dataclass(frozen=True)
+class SGD(Optimizer):
+    """Stochastic gradient descent with torch.optim.SGD's semantics (dampening 0).
+
+    g = grad + weight_decay * param; with momentum mu > 0: buf = mu*buf + g and
+    the step uses buf, or g + mu*buf with `nesterov=True`; param -= lr * step.
+    The momentum buffer starts at zero, which equals PyTorch's first step.
+    """
+
+    lr: float = 1e-3
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    nesterov: bool = False
+
+    def __post_init__(self) -> None:
+        if self.nesterov and self.momentum <= 0.0:
+            raise ValueError("SGD: nesterov needs momentum > 0 (as in torch.optim.SGD)")
+
+    def state_names(self) -> tuple[str, ...]:
+        return ("momentum_buffer",) if self.momentum != 0.0 else ()
+
+    def emit(
+        self, b: Builder, param: SSAValue, grad: SSAValue, state: dict[str, SSAValue]
+    ) -> tuple[SSAValue, dict[str, SSAValue]]:
+        op = b.insert(
+            autodiff.SgdStepOp(
+                param,
+                grad,
+                state.get("momentum_buffer"),
+                lr=self.lr,
+                momentum=self.momentum,
+                weight_decay=self.weight_decay,
+                nesterov=self.nesterov,
+            )
+        )
+        if op.new_momentum_buffer is None:
+            return op.new_param, {}
+        return op.new_param, {"momentum_buffer": op.new_momentum_buffer}
+
+
+__all__ = ["SGD", "Adam", "AdamW", "Optimizer"]

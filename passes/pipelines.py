@@ -1,0 +1,110 @@
+"""The named pipeline: the whole compiler as one ordered list of steps.
+
+Like tinygrad's `full_rewrite_to_sink`, `train_pipeline` is the single place
+that says what runs in which order. Each step names the stage its output is
+called by (`Program.mlir(stage)`, `aicfc-run --print-ir`); the input as built is
+stage "graph".
+
+    graph          the train step / predict as built (forward, loss, autodiff.backward, optimizer)
+    fused          aicfc-fuse: gemm -> bias_add -> act becomes graph.gemm_epilogue
+    backward       aicfc-expand-backward: autodiff.backward replaced by VJP ops
+    fused-backward aicfc-fuse again: act_grad + bias-grad reduce become autodiff.epilogue_grad
+    canonical      xDSL's canonicalize and cse (duplicate constants and products merged)
+    exec           aicfc-lower-exec{backend=...}: exec.program with buffers and launches
+    inplace        aicfc-fold-inplace: alias policies applied where use-def proves it safe
+    planned        aicfc-plan-memory: tmp buffers share an arena where lifetimes allow
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass, PassPipeline
+
+GRAPH_STAGE = "graph"
+"""The name of the IR as built, before any step."""
+
+KERNEL_BACKENDS = {"numpy": "numpy", "cupy": "cuda", "cuda": "cuda"}
+"""Runtime backend name -> the kernel backend that aicfc-lower-exec selects for."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One pipeline step: the stage name of its output and its passes (aicfc-opt -p syntax)."""
+
+    stage: str
+    passes: str
+
+
+def train_pipeline(backend: str = "numpy", inplace: bool = True) -> tuple[Step, ...]:
+    """The ordered steps from graph-level IR to a planned exec program.
+
+    backend: "numpy" or "cupy"/"cuda" (kernels are selected for it).
+    inplace: False keeps every launch out-of-place (for debugging aliasing).
+    Raises ValueError for an unknown backend.
+    """
+    if backend not in KERNEL_BACKENDS:
+        raise ValueError(
+            f"unknown backend {backend!r}; expected one of: {', '.join(KERNEL_BACKENDS)}"
+        )
+    inplace_opt = "true" if inplace else "false"
+    return (
+        Step("fused", "aicfc-fuse"),
+        Step("backward", "aicfc-expand-backward"),
+        Step("fused-backward", "aicfc-fuse"),
+        Step("canonical", "canonicalize,cse"),
+        Step("exec", f"aicfc-lower-exec{{backend={KERNEL_BACKENDS[backend]}}}"),
+        Step("inplace", f"aicfc-fold-inplace{{enable={inplace_opt}}}"),
+        Step("planned", "aicfc-plan-memory"),
+    )
+
+
+def stage_names(steps: tuple[Step, ...] | None = None) -> tuple[str, ...]:
+    """ "graph" followed by each step's stage, in order."""
+    return (GRAPH_STAGE, *(s.stage for s in steps or train_pipeline()))
+
+
+def available_passes() -> dict[str, Callable[[], type[ModulePass]]]:
+    """xDSL's passes (canonicalize, cse, dce, ...) and aicfc's, by name."""
+    from xdsl.transforms import get_all_passes as xdsl_passes
+
+    from aicfc.passes import get_all_passes
+
+    return {**xdsl_passes(), **get_all_passes()}
+
+
+def parse_passes(spec: str) -> tuple[ModulePass, ...]:
+    """The passes of a `-p`-style spec ("aicfc-fuse,cse"); ValueError names an unknown pass."""
+    return PassPipeline.parse_spec(available_passes(), spec).passes
+
+
+StageCallback = Callable[[str, ModuleOp], None]
+
+
+def run_steps(
+    ctx: Context,
+    module: ModuleOp,
+    steps: tuple[Step, ...],
+    on_stage: StageCallback | None = None,
+) -> None:
+    """Apply `steps` to `module` in place, calling `on_stage(stage, module)` after each."""
+    for step in steps:
+        for p in parse_passes(step.passes):
+            p.apply(ctx, module)
+        if on_stage is not None:
+            on_stage(step.stage, module)
+
+
+__all__ = [
+    "GRAPH_STAGE",
+    "KERNEL_BACKENDS",
+    "Step",
+    "available_passes",
+    "parse_passes",
+    "run_steps",
+    "stage_names",
+    "train_pipeline",
+]

@@ -1,0 +1,65 @@
+// RUN: aicfc-opt %s -p 'aicfc-train-pipeline{backend=numpy inplace=true}' | filecheck %s
+// RUN: aicfc-opt %s -p 'aicfc-train-pipeline{inplace=false}' | filecheck %s --check-prefix=NOINPLACE
+// RUN: not aicfc-opt %s -p 'aicfc-train-pipeline{backend=tpu}' 2>&1 | filecheck %s --check-prefix=BADBACKEND
+
+// One linear layer + softmax cross-entropy + Adam: the whole pipeline turns the
+// graph-level step into one exec.program whose Adam updates run in place.
+
+// CHECK-LABEL: exec.program @train_step
+// CHECK-SAME: arena
+// CHECK-DAG:  %x = exec.buffer "x" : !exec.buffer<4x3xf32, input>
+// CHECK-DAG:  %y = exec.buffer "y" : !exec.buffer<4xi32, input>
+// CHECK-DAG:  %w = exec.buffer "fc.weight" : !exec.buffer<2x3xf32, param>
+// CHECK-DAG:  %m = exec.buffer "fc.weight.exp_avg" : !exec.buffer<2x3xf32, state>
+// CHECK:      exec.graph {
+// The forward matmul + bias_add became one fused launch.
+// CHECK:      exec.launch "numpy.gemm_epilogue"(%x, %w, %b)
+// CHECK:      exec.launch "numpy.cross_entropy"
+// CHECK:      exec.launch "numpy.cross_entropy_grad"(%logits, %y, %dloss) outs(%dlogits)
+// The weight gradient is dZ^T X, the bias gradient a reduction of dZ itself.
+// CHECK-DAG:  exec.launch "numpy.matmul"(%dlogits, %x) outs(%dw) params {transpose_a = true}
+// CHECK-DAG:  exec.launch "numpy.reduce_sum"(%dlogits) outs(%db) params {axes = array<i64: 0>}
+// Adam writes param, exp_avg, exp_avg_sq and step in place: outputs are the input buffers.
+// CHECK:      exec.launch "numpy.adam_step"(%w, %dw, %m, %v, %s) outs(%w, %m, %v, %s)
+// CHECK-SAME: alias "adam_triplet"
+// CHECK:      exec.launch "numpy.adam_step"(%b, %db, %bm, %bv, %bs) outs(%b, %bm, %bv, %bs)
+// In place, nothing is copied back.
+// CHECK-NOT:  exec.copy
+// CHECK:      exec.output "loss" %loss
+// CHECK-NOT:  func.func
+// CHECK-NOT:  autodiff.backward
+
+// With inplace=false the updates write fresh buffers that are copied back.
+// NOINPLACE-LABEL: exec.program @train_step
+// NOINPLACE:       exec.launch "numpy.adam_step"(%w, %dw, %m, %v, %s) outs(%w1, %m1, %v1, %s1)
+// NOINPLACE:       exec.copy %w1 -> %w
+// NOINPLACE-NEXT:  exec.copy %m1 -> %m
+// NOINPLACE-NEXT:  exec.copy %v1 -> %v
+// NOINPLACE-NEXT:  exec.copy %s1 -> %s
+
+// BADBACKEND: unknown backend 'tpu'
+
+func.func @train_step(
+    %x: tensor<4x3xf32> {aicfc.role = "input", aicfc.name = "x"},
+    %y: tensor<4xi32> {aicfc.role = "input", aicfc.name = "y"},
+    %w: tensor<2x3xf32> {aicfc.role = "param", aicfc.name = "fc.weight"},
+    %m: tensor<2x3xf32> {aicfc.role = "state", aicfc.name = "fc.weight.exp_avg"},
+    %v: tensor<2x3xf32> {aicfc.role = "state", aicfc.name = "fc.weight.exp_avg_sq"},
+    %s: tensor<f32> {aicfc.role = "state", aicfc.name = "fc.weight.step"},
+    %b: tensor<2xf32> {aicfc.role = "param", aicfc.name = "fc.bias"},
+    %bm: tensor<2xf32> {aicfc.role = "state", aicfc.name = "fc.bias.exp_avg"},
+    %bv: tensor<2xf32> {aicfc.role = "state", aicfc.name = "fc.bias.exp_avg_sq"},
+    %bs: tensor<f32> {aicfc.role = "state", aicfc.name = "fc.bias.step"})
+    -> (tensor<f32> {aicfc.name = "loss"},
+        tensor<2x3xf32> {aicfc.name = "fc.weight"}, tensor<2x3xf32> {aicfc.name = "fc.weight.exp_avg"},
+        tensor<2x3xf32> {aicfc.name = "fc.weight.exp_avg_sq"}, tensor<f32> {aicfc.name = "fc.weight.step"},
+        tensor<2xf32> {aicfc.name = "fc.bias"}, tensor<2xf32> {aicfc.name = "fc.bias.exp_avg"},
+        tensor<2xf32> {aicfc.name = "fc.bias.exp_avg_sq"}, tensor<f32> {aicfc.name = "fc.bias.step"}) {
+  %h = graph.matmul %x, %w transpose_b : (tensor<4x3xf32>, tensor<2x3xf32>) -> tensor<4x2xf32>
+  %logits = graph.bias_add %h, %b : (tensor<4x2xf32>, tensor<2xf32>) -> tensor<4x2xf32>
+  %loss = graph.cross_entropy %logits, %y : (tensor<4x2xf32>, tensor<4xi32>) -> tensor<f32>
+  %gw, %gb = autodiff.backward %loss wrt %w, %b : tensor<f32>, (tensor<2x3xf32>, tensor<2xf32>) -> (tensor<2x3xf32>, tensor<2xf32>)
+  %w1, %m1, %v1, %s1 = autodiff.adam_step %w, %gw, %m, %v, %s lr 1.000000e-03 : tensor<2x3xf32>, tensor<f32>
+  %b1, %bm1, %bv1, %bs1 = autodiff.adam_step %b, %gb, %bm, %bv, %bs lr 1.000000e-03 : tensor<2xf32>, tensor<f32>
+  func.return %loss, %w1, %m1, %v1, %s1, %b1, %bm1, %bv1, %bs1 : tensor<f32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<f32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<f32>
+}
