@@ -172,7 +172,11 @@ class GeluGradOp(ActivationGradOp):
 
     name = "autodiff.gelu_grad"
     FLOPS_PER_ELEMENT: ClassVar[int] = 8
-    traits = traits_def(Pure(), OpInfo(_ACT_GRAD, OUT0_IN0))
+    traits = traits_def(
+        Pure(),
+        OpInfo(_ACT_GRAD, OUT0_IN0, differentiable=False,
+               why_not="its VJP needs gelu''(x) = phi(x) (2 - x^2), which no op computes"),
+    )
 
 
 @irdl_op_definition
