@@ -1,0 +1,244 @@
+"""aicfc-lower-exec: graph + autodiff functions to exec programs (buffers, launches, copies).
+
+Each `func.func` becomes an `exec.program` of the same name (architecture §4,
+seed 000 §6, seed 004):
+
+- argument i -> `exec.buffer "<aicfc.name>"` with its `aicfc.role` (no role:
+  an input; no name: "arg<i>");
+- `graph.constant` -> `exec.constant`;
+- every other op -> one `exec.launch` of the kernel that `runtime/selector.py`
+  picks from the registry for the target backend, writing fresh `exec.alloc`
+  tmp buffers (destination-passing style), with `params` = the op's
+  `kernel_params()` and `alias` = the op's alias policy when the kernel allows
+  in-place execution (flag "inplace_ok");
+- a result named after a param or state argument is that external's next
+  value: `exec.copy %new -> %external` at the end of the `exec.graph` body
+  (nothing when the result is the argument itself); any other result becomes
+  `exec.output "<name>"` ("result<i>" when unnamed).
+
+Copy-backs run in order, so a copy whose source is another external that a
+copy-back overwrites (state swapped between two names) first snapshots it.
+The func.func is removed; the module then holds exec.programs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, TensorType
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from aicfc.dialects import exec as ex
+from aicfc.dialects.autodiff import BackwardOp
+from aicfc.dialects.base import AicfcOp
+from aicfc.dialects.diagnostics import OpError, copy_location
+from aicfc.dialects.flags import OpFlag, op_info, static_flags
+from aicfc.dialects.roles import EXTERNAL_ROLES, arg_name, arg_role, result_names
+from aicfc.runtime.registry import BACKENDS
+from aicfc.runtime.selector import AutotuneCache, Capability, NoKernelError, Problem, select
+
+# ----------------------------------------------------------------------------
+# Helpers
+# ----------------------------------------------------------------------------
+
+
+def dtype_name(t: object) -> str:
+    """The element type name of a tensor type, e.g. "f32" (the registry uses MLIR's names)."""
+    assert isinstance(t, TensorType)
+    return str(t.element_type)
+
+
+def problem_of(op: AicfcOp) -> Problem:
+    """What a kernel must accept to run `op`: dtype of result #0, shapes, params."""
+    ins = [v.type for v in op.operands]
+    outs = [r.type for r in op.results]
+    return Problem(
+        op=op.name,
+        dtype=dtype_name(outs[0]),
+        input_shapes=tuple(tuple(t.get_shape()) for t in ins),  # type: ignore[attr-defined]
+        output_shapes=tuple(tuple(t.get_shape()) for t in outs),  # type: ignore[attr-defined]
+        input_dtypes=tuple(dtype_name(t) for t in ins),
+        params=op.kernel_params(),
+    )
+
+
+@dataclass
+class _FuncLowering:
+    """Lowers one func.func; `buffers` maps each tensor value to its exec buffer."""
+
+    fn: func.FuncOp
+    backend: str
+    capability: Capability
+    autotune: AutotuneCache | None
+    device: str
+    buffers: dict[SSAValue, SSAValue] = field(default_factory=dict)
+    decls: list[Operation] = field(default_factory=list)
+    body: list[Operation] = field(default_factory=list)
+    outputs: list[Operation] = field(default_factory=list)
+
+    def run(self) -> ex.ProgramOp:
+        block = self.fn.body.blocks.first
+        if block is None or len(self.fn.body.blocks) != 1:
+            raise OpError(self.fn, "only a function with exactly one block can be lowered to exec")
+        externals = self.lower_arguments(block.args)
+        ret: func.ReturnOp | None = None
+        for op in block.ops:
+            if isinstance(op, func.ReturnOp):
+                ret = op
+            else:
+                self.lower_op(op)
+        assert ret is not None, "func.func verifies a terminator"
+        self.lower_results(ret, externals)
+        program = ex.ProgramOp(self.fn.sym_name.data)
+        graph = ex.GraphOp()
+        graph.block.add_ops(self.body)
+        program.block.add_ops([*self.decls, graph, *self.outputs])
+        copy_location(self.fn, program, graph)
+        return program
+
+    def lower_arguments(self, args: tuple[SSAValue, ...]) -> dict[str, SSAValue]:
+        """Arguments -> exec.buffer; returns the param/state buffers by name."""
+        by_name: dict[str, SSAValue] = {}
+        mutable: dict[str, SSAValue] = {}
+        for i, arg in enumerate(args):
+            role = arg_role(arg) or "input"
+            name = arg_name(arg) or f"arg{i}"
+            if role not in EXTERNAL_ROLES:
+                raise OpError(
+                    self.fn,
+                    f'argument #{i} has aicfc.role "{role}"; expected input, param or state',
+                )
+            if name in by_name:
+                raise OpError(
+                    self.fn, f'argument #{i} reuses the aicfc.name "{name}"; names must be unique'
+                )
+            if not isinstance(arg.type, TensorType):
+                raise OpError(self.fn, f'argument #{i} ("{name}") must be a tensor, got {arg.type}')
+            buf = ex.BufferOp(name, ex.from_tensor(arg.type, role))
+            copy_location(self.fn, buf)
+            buf.result.name_hint = arg.name_hint
+            self.decls.append(buf)
+            self.buffers[arg] = by_name[name] = buf.result
+            if role != "input":
+                mutable[name] = buf.result
+        return mutable
+
+    def lower_op(self, op: Operation) -> None:
+        if isinstance(op, BackwardOp):
+            raise OpError(op, "cannot be executed: run aicfc-expand-backward first")
+        if static_flags(op) & OpFlag.IS_CONSTANT:
+            value = op.properties["value"]
+            assert isinstance(value, DenseIntOrFPElementsAttr)
+            const = ex.ConstantOp(value)
+            const.result.name_hint = op.results[0].name_hint
+            copy_location(op, const)
+            self.decls.append(const)
+            self.buffers[op.results[0]] = const.result
+            return
+        if not isinstance(op, AicfcOp) or not op.results:
+            raise OpError(
+                op, "is not a graph or autodiff op with results; it cannot be lowered to exec"
+            )
+        try:
+            chosen = select(
+                problem_of(op), self.backend, self.capability, self.autotune, self.device
+            )
+        except NoKernelError as e:
+            raise OpError(op, str(e)) from None
+        allocs = [ex.AllocOp(ex.from_tensor(r.type, ex.BufferRole.TMP)) for r in op.results]
+        info = op_info(op)
+        alias = info.alias.name if info and info.alias and chosen.spec.inplace_ok else None
+        launch = ex.LaunchOp(
+            chosen.spec.name,
+            [self.buffers[v] for v in op.operands],
+            [a.result for a in allocs],
+            params=op.kernel_params(),
+            alias=alias,
+        )
+        copy_location(op, launch, *allocs)
+        self.decls.extend(allocs)
+        self.body.append(launch)
+        for r, a in zip(op.results, allocs, strict=True):
+            a.result.name_hint = r.name_hint
+            self.buffers[r] = a.result
+
+    def lower_results(self, ret: func.ReturnOp, externals: dict[str, SSAValue]) -> None:
+        names = result_names(self.fn)
+        copies: list[tuple[SSAValue, SSAValue]] = []
+        written: set[str] = set()
+        seen_outputs: set[str] = set()
+        for j, (value, name) in enumerate(zip(ret.arguments, names, strict=True)):
+            src = self.buffers[value]
+            if name is not None and name in externals:
+                if name in written:
+                    raise OpError(ret, f'result #{j} is a second next value of "{name}"')
+                written.add(name)
+                if src is not externals[name]:
+                    copies.append((src, externals[name]))
+                continue
+            out_name = name if name is not None else f"result{j}"
+            if out_name in seen_outputs:
+                raise OpError(ret, f'result #{j} reuses the output name "{out_name}"')
+            seen_outputs.add(out_name)
+            out = ex.OutputOp(out_name, src)
+            copy_location(ret, out)
+            self.outputs.append(out)
+        # A source that a copy-back overwrites must be read before any copy runs.
+        dests = {id(d) for _, d in copies}
+        for k, (src, dst) in enumerate(copies):
+            if id(src) in dests:
+                snap = ex.AllocOp(ex.buffer_type(src).with_role(ex.BufferRole.TMP))
+                self.decls.append(snap)
+                self.body.append(ex.CopyOp(src, snap.result))
+                copies[k] = (snap.result, dst)
+        for src, dst in copies:
+            copy = ex.CopyOp(src, dst)
+            copy_location(ret, copy)
+            self.body.append(copy)
+
+
+@dataclass(frozen=True)
+class AicfcLowerExecPass(ModulePass):
+    """Lower every func.func to an exec.program for `backend` ("numpy" or "cuda").
+
+    arch, tf32, tensor_core: the device capability the selector scores CUDA
+    kernels against; autotune_cache: a JSON file of measured choices keyed by
+    `device` (see runtime/selector.py).
+    """
+
+    name = "aicfc-lower-exec"
+
+    backend: str = "numpy"
+    arch: int = 90
+    tf32: bool = False
+    tensor_core: bool = True
+    autotune_cache: str = ""
+    device: str = ""
+
+    def capability(self) -> Capability:
+        if self.backend == "numpy":
+            return {}
+        return {
+            "arch": self.arch,
+            "tf32": self.tf32,
+            "tensor_core": self.tensor_core and self.arch >= 70,
+        }
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.backend not in BACKENDS:
+            raise PassFailedException(
+                f"aicfc-lower-exec: backend must be one of {', '.join(BACKENDS)}, "
+                f'got "{self.backend}"'
+            )
+        autotune = AutotuneCache(self.autotune_cache) if self.autotune_cache else None
+        for fn in [o for o in op.body.block.ops if isinstance(o, func.FuncOp)]:
+            program = _FuncLowering(
+                fn, self.backend, self.capability(), autotune, self.device
+            ).run()
+            op.body.block.insert_op_before(program, fn)
+            fn.detach()
+            fn.erase(safe_erase=False)

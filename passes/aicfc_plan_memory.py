@@ -1,0 +1,105 @@
+"""aicfc-plan-memory: tmp buffers whose lifetimes do not overlap share one arena.
+
+The launches and copies of `exec.graph` run in a fixed order (and are replayed
+in that order), so a tmp buffer's lifetime is the closed interval of
+positions from its first use (the first write) to its last use (the last
+read); a buffer that an `exec.output` reads lives to the end of the step
+(seed 002 §8, DESIGN §3). Two buffers may share bytes only when their
+intervals are disjoint. Closed intervals mean a launch's inputs never share
+storage with its outputs unless the IR aliases them explicitly.
+
+Placement is a greedy best fit (as in TFLite's and XLA's simple heap
+simulators): buffers are placed largest first (ties: earliest first use);
+each goes into the smallest gap, between the buffers already placed whose
+lifetimes overlap its own, that holds it at an `alignment`-byte offset, else
+after the last of them. Every offset is a multiple of `alignment`; the arena
+size is the largest end rounded up to `alignment`. This is sound (no two live
+buffers overlap) but not optimal (optimal offset assignment is NP-hard).
+
+Sets each `exec.alloc`'s `offset` and the program's `arena_size` (bytes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from aicfc.dialects import exec as ex
+
+
+def _align_up(n: int, alignment: int) -> int:
+    return (n + alignment - 1) // alignment * alignment
+
+
+def lifetimes(program: ex.ProgramOp) -> dict[ex.AllocOp, tuple[int, int]]:
+    """[first, last] launch position of each tmp alloc (outputs count as position len(ops)).
+
+    An alloc that nothing uses gets (-1, -1): it overlaps no other lifetime.
+    """
+    ops = ex.launches(program)
+    pos = {id(op): k for k, op in enumerate(ops)}
+    end = len(ops)
+    spans: dict[ex.AllocOp, tuple[int, int]] = {}
+    for op in program.block.ops:
+        if isinstance(op, ex.AllocOp):
+            at = [pos.get(id(u.operation), end) for u in op.result.uses]
+            spans[op] = (min(at), max(at)) if at else (-1, -1)
+    return spans
+
+
+def plan(sizes: list[int], spans: list[tuple[int, int]], alignment: int) -> tuple[list[int], int]:
+    """Offsets of buffers of `sizes` bytes live over `spans`, and the arena size (module doc)."""
+    order = sorted(range(len(sizes)), key=lambda k: (-sizes[k], spans[k][0], k))
+    offsets: list[int | None] = [None] * len(sizes)
+    for k in order:
+        first, last = spans[k]
+        busy = sorted(
+            (offsets[j], offsets[j] + sizes[j])  # type: ignore[operator]
+            for j in range(len(sizes))
+            if offsets[j] is not None and spans[j][0] <= last and first <= spans[j][1]
+        )
+        best: tuple[int, int] | None = None  # (gap size, offset)
+        cursor = 0
+        for start, stop in busy:
+            if start - cursor >= sizes[k] and (best is None or start - cursor < best[0]):
+                best = (start - cursor, cursor)
+            cursor = max(cursor, _align_up(stop, alignment))
+        offsets[k] = best[1] if best is not None else cursor
+    final = [o for o in offsets if o is not None]
+    top = max((o + s for o, s in zip(final, sizes, strict=True)), default=0)
+    return final, _align_up(top, alignment)
+
+
+def plan_program(program: ex.ProgramOp, alignment: int) -> None:
+    """Set every exec.alloc's offset and the program's arena_size."""
+    spans = lifetimes(program)
+    allocs = list(spans)
+    sizes = [ex.buffer_type(a.result).nbytes() for a in allocs]
+    offsets, arena = plan(sizes, [spans[a] for a in allocs], alignment)
+    for a, off in zip(allocs, offsets, strict=True):
+        a.offset = IntegerAttr(off, i64)
+    program.arena_size = IntegerAttr(arena, i64)
+
+
+@dataclass(frozen=True)
+class AicfcPlanMemoryPass(ModulePass):
+    """Give tmp buffers offsets into one arena. enable=false: do nothing."""
+
+    name = "aicfc-plan-memory"
+
+    enable: bool = True
+    alignment: int = 256
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if not self.enable:
+            return
+        if self.alignment <= 0 or self.alignment & (self.alignment - 1):
+            raise PassFailedException(
+                f"aicfc-plan-memory: alignment must be a power of two, got {self.alignment}"
+            )
+        for program in [o for o in op.walk() if isinstance(o, ex.ProgramOp)]:
+            plan_program(program, self.alignment)

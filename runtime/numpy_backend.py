@@ -1,0 +1,145 @@
+"""The NumPy backend: runs exec programs on the CPU with the reference kernels.
+
+Every kernel is `runtime.reference.REFERENCE[spec.op]`: it is called with the
+input arrays and the launch's scalar params, and each result is written into
+its output buffer with `np.copyto`. A reference function builds its whole
+result before the copy, so an output that is the same buffer as an input (an
+alias folded by `aicfc-fold-inplace`) really updates that array in place.
+
+Buffers are allocated once in `load`: inputs get fixed arrays owned by the
+Executable, params and state come from the BufferStore, tmp buffers with an
+offset are views into one `np.uint8` arena of the program's `arena_size`
+(others get their own array), const buffers are read-only arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from aicfc.dialects import exec as ex
+from aicfc.runtime import registry
+from aicfc.runtime.backend import (
+    Backend,
+    BufferSpec,
+    BufferStore,
+    CopyStep,
+    ExecError,
+    ExecPlan,
+    Executable,
+    LaunchStep,
+    StoreError,
+)
+from aicfc.runtime.reference import REFERENCE
+
+
+class NumpyBackend(Backend):
+    """The CPU reference runtime (always available)."""
+
+    name = "numpy"
+    kernel_backend = "numpy"
+
+    def zeros(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        return np.zeros(shape, dtype)
+
+    def to_numpy(self, array: np.ndarray) -> np.ndarray:
+        return np.array(array, copy=True)
+
+    def write(self, dest: np.ndarray, source: np.ndarray) -> None:
+        np.copyto(dest, source)
+
+    def load(self, program: ex.ProgramOp | ExecPlan, store: BufferStore) -> NumpyExecutable:
+        if store.backend.name != self.name:
+            raise StoreError(f"a {store.backend.name} store cannot back a numpy program")
+        plan = program if isinstance(program, ExecPlan) else ExecPlan.from_program(program)
+        return NumpyExecutable(plan, store)
+
+
+def _where(plan: ExecPlan, step: LaunchStep | CopyStep) -> str:
+    return f"@{plan.name}" + (f" ({step.location})" if step.location else "")
+
+
+class NumpyExecutable(Executable):
+    """A program loaded on the CPU: `arrays[slot]` is the fixed array of each buffer."""
+
+    def __init__(self, plan: ExecPlan, store: BufferStore):
+        super().__init__(plan, store)
+        arena_size = plan.arena_size or 0
+        self.arena = np.zeros(arena_size, np.uint8)
+        self.arrays: list[np.ndarray] = [self._allocate(b) for b in plan.buffers]
+        self._steps: list[Callable[[], None]] = [self._compile(s) for s in plan.steps]
+
+    def _allocate(self, b: BufferSpec) -> np.ndarray:
+        if b.role in ("param", "state"):
+            return self.store.declare(b.name, b.shape, b.dtype, b.role)
+        if b.role == "const":
+            assert b.value is not None
+            value = np.array(b.value, dtype=b.dtype).reshape(b.shape)
+            value.setflags(write=False)
+            return value
+        if b.role == "tmp" and b.offset is not None:
+            end = b.offset + b.nbytes
+            if end > self.arena.size:
+                raise ExecError(
+                    f"@{self.plan.name}: buffer {b.name} ends at byte {end}, past the arena of "
+                    f"{self.arena.size} bytes"
+                )
+            return self.arena[b.offset : end].view(b.dtype).reshape(b.shape)
+        return np.zeros(b.shape, b.dtype)
+
+    def _compile(self, step: LaunchStep | CopyStep) -> Callable[[], None]:
+        if isinstance(step, CopyStep):
+            src, dst = self.arrays[step.source], self.arrays[step.dest]
+            return lambda: np.copyto(dst, src)
+        where = _where(self.plan, step)
+        try:
+            spec = registry.get(step.kernel)
+        except registry.UnknownKernelError:
+            raise ExecError(f'{where}: kernel "{step.kernel}" is not registered') from None
+        if spec.backend != NumpyBackend.kernel_backend:
+            raise ExecError(
+                f'{where}: kernel "{step.kernel}" is a {spec.backend} kernel; lower the program '
+                "with aicfc-lower-exec{backend=numpy} to run it on the numpy backend"
+            )
+        fn = REFERENCE[spec.op]
+        ins = [self.arrays[i] for i in step.inputs]
+        outs = [self.arrays[o] for o in step.outputs]
+        params = dict(step.params)
+
+        def launch() -> None:
+            try:
+                results = fn(*ins, **params)
+            except Exception as e:
+                shapes = ", ".join(f"{a.dtype}{list(a.shape)}" for a in ins)
+                raise ExecError(
+                    f'{where}: kernel "{step.kernel}" failed on ({shapes}): {type(e).__name__}: {e}'
+                ) from e
+            if len(results) < len(outs):
+                raise ExecError(
+                    f'{where}: kernel "{step.kernel}" returned {len(results)} results '
+                    f"for {len(outs)} output buffers"
+                )
+            for k, (out, res) in enumerate(zip(outs, results, strict=False)):
+                if np.shape(res) != out.shape:
+                    raise ExecError(
+                        f'{where}: kernel "{step.kernel}" result #{k} has shape '
+                        f"{list(np.shape(res))}, its buffer {list(out.shape)}"
+                    )
+                np.copyto(out, res, casting="same_kind")
+
+        return launch
+
+    def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        for name, arr in self.check_inputs(inputs).items():
+            np.copyto(self.arrays[self.inputs[name].slot], arr)
+        for step in self._steps:
+            step()
+        return {name: self.arrays[slot].copy() for name, slot in self.plan.outputs}
+
+    def buffer(self, name: str) -> np.ndarray:
+        for b in self.plan.buffers:
+            if b.name == name and b.role in ("input", "param", "state"):
+                return self.arrays[b.slot]
+        raise ExecError(f'@{self.plan.name}: no external buffer "{name}"')

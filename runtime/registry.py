@@ -1,0 +1,262 @@
+"""The kernel registry: every kernel either backend can launch, as plain data.
+
+A `KernelSpec` records what a kernel implements (the graph/autodiff op, or
+`exec.copy`), on which backend, for which dtypes and layouts, what it refuses
+(`Constraints`: alignment, minimum sizes, activations, ...), its flags
+(`inplace_ok`, `tensor_core`, `library`, ...), the C ABI of its scalar
+parameters and, for CUDA kernels, the `.cu` source and `extern "C"` symbol
+(seed 004 §0-§1, seed 003 §7). `aicfc-lower-exec` reads this table and
+`runtime/selector.py` scores its entries, so this module imports no backend,
+no xDSL and no NumPy.
+
+Launch ABI, the same for every kernel (architecture §5): input buffers in the
+op's operand order, then output buffers in result order, then the scalar
+parameters in `abi` order. NumPy kernels receive the scalars as keywords
+(`AicfcOp.kernel_params()`), so their `abi` is empty.
+
+The table is the NumPy kernels below plus the `KERNELS` tuple of every module
+in `EXTENSION_MODULES` that exists: the CUDA kernels are added by writing
+`runtime/registry_cuda.py` with `KERNELS = (KernelSpec(...), ...)`; nothing
+here changes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+BACKENDS = ("numpy", "cuda")
+"""Backends a kernel can belong to (`KernelSpec.backend`)."""
+
+LAYOUTS = ("row_major",)
+"""Buffer layouts: exec buffers are dense row-major today."""
+
+C_TYPES = ("int32_t", "int64_t", "uint32_t", "uint64_t", "float", "double", "bool")
+"""C types a scalar parameter may have in a CUDA kernel's ABI."""
+
+PARAM_DEFAULTS: dict[str, object] = {
+    "transpose_a": False,
+    "transpose_b": False,
+    "act": "none",
+    "keepdims": False,
+    "nesterov": False,
+    "decoupled_weight_decay": False,
+}
+"""Values of kernel parameters that `kernel_params()` omits when at their default."""
+
+ParamScalar = int | float | bool | str | tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """What a kernel refuses; every field's default refuses nothing.
+
+    alignment:      bytes; the innermost-dimension byte size of every operand and
+                    result must be a multiple (vectorised 16-byte loads need 16).
+                    Base addresses are allocator-aligned (>= 256 bytes), so only
+                    row sizes are checked.
+    min_mnk:        smallest (M, N, K) of a GEMM kernel (operands 0 and 1 are
+                    op(A) [M, K] and op(B) [K, N] after `transpose_a/b`).
+    mnk_multiple:   M, N and K must be multiples of this (tensor-core tiles).
+    min_numel / max_numel: bounds on the element count of result #0.
+    activations:    allowed values of the `act` parameter (None = any).
+    operand_dtypes: (operand index, allowed dtypes) for operands whose dtype is
+                    not the kernel dtype (e.g. cross-entropy labels).
+    param_values:   (parameter, allowed values) for any other scalar parameter.
+    min_arch:       smallest compute capability, as an int (80 = sm_80).
+    requires:       capability keys that must be truthy (e.g. "tf32", "nvmath").
+    """
+
+    alignment: int = 1
+    min_mnk: tuple[int, int, int] = (0, 0, 0)
+    mnk_multiple: int = 1
+    min_numel: int = 0
+    max_numel: int | None = None
+    activations: tuple[str, ...] | None = None
+    operand_dtypes: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    param_values: tuple[tuple[str, tuple[ParamScalar, ...]], ...] = ()
+    min_arch: int = 0
+    requires: tuple[str, ...] = ()
+
+    @property
+    def is_gemm(self) -> bool:
+        """True when M, N, K constraints apply (the kernel is a GEMM)."""
+        return self.min_mnk != (0, 0, 0) or self.mnk_multiple != 1
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One launchable kernel.
+
+    name:       unique, "<backend>.<kernel>" ("numpy.gemm_epilogue",
+                "cuda.gemm_bias_act_f32_tiled"); shown in `exec.launch`.
+    op:         the op it implements ("graph.gemm_epilogue", "exec.copy").
+    backend:    "numpy" or "cuda".
+    dtypes:     element types of result #0 it computes in ("f32", "f64", "i64").
+    layouts:    buffer layouts it reads and writes (see LAYOUTS).
+    transposes: supported (transpose_a, transpose_b) pairs, None = all or n/a.
+    constraints: what it refuses (see Constraints).
+    flags:      "inplace_ok" (an output may be the same buffer as the input
+                named by the op's alias policy), "tensor_core", "library"
+                (cuBLASLt/nvmath), "reference" (the NumPy definition), ...
+    abi:        ordered (parameter name, C type) of the scalars passed after the
+                buffers (CUDA kernels; empty for NumPy ones).
+    source, symbol: the `kernels/*.cu` file and its `extern "C"` entry point.
+    priority:   breaks ties between equally scored candidates (higher wins).
+    """
+
+    name: str
+    op: str
+    backend: str
+    dtypes: tuple[str, ...]
+    layouts: tuple[str, ...] = ("row_major",)
+    transposes: tuple[tuple[bool, bool], ...] | None = None
+    constraints: Constraints = field(default_factory=Constraints)
+    flags: frozenset[str] = frozenset()
+    abi: tuple[tuple[str, str], ...] = ()
+    source: str | None = None
+    symbol: str | None = None
+    priority: int = 0
+
+    def __post_init__(self) -> None:
+        where = f"kernel {self.name!r}"
+        if self.backend not in BACKENDS:
+            raise ValueError(f"{where}: backend must be one of {BACKENDS}, got {self.backend!r}")
+        if not self.name.startswith(self.backend + "."):
+            raise ValueError(f"{where}: the name must start with '{self.backend}.'")
+        if not self.dtypes:
+            raise ValueError(f"{where}: no dtypes")
+        for layout in self.layouts:
+            if layout not in LAYOUTS:
+                raise ValueError(f"{where}: unknown layout {layout!r} (known: {LAYOUTS})")
+        for pname, ctype in self.abi:
+            if ctype not in C_TYPES:
+                raise ValueError(
+                    f"{where}: parameter {pname!r} has C type {ctype!r}, not one of {C_TYPES}"
+                )
+        no_entry = self.source is None or self.symbol is None
+        if self.backend == "cuda" and no_entry and "library" not in self.flags:
+            raise ValueError(
+                f"{where}: a CUDA kernel needs source and symbol (or the 'library' flag)"
+            )
+
+    @property
+    def inplace_ok(self) -> bool:
+        return "inplace_ok" in self.flags
+
+
+# ----------------------------------------------------------------------------
+# The NumPy kernels: one per op of runtime/reference.py's REFERENCE, plus copy.
+# Each runs REFERENCE[op] and writes the results into its output buffers, so
+# any alias is safe (the result is complete before the copy): all carry
+# "inplace_ok".
+# ----------------------------------------------------------------------------
+
+_FLOATS = ("f16", "f32", "f64")
+_NUMBERS = ("f16", "f32", "f64", "i32", "i64")
+_INT_LABELS = ((1, ("i32", "i64")),)
+
+_NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
+    ("graph.matmul", _FLOATS, Constraints()),
+    ("graph.gemm_epilogue", _FLOATS, Constraints(activations=("none", "relu", "gelu"))),
+    ("graph.bias_add", _FLOATS, Constraints()),
+    ("graph.add", _NUMBERS, Constraints()),
+    ("graph.sub", _NUMBERS, Constraints()),
+    ("graph.mul", _NUMBERS, Constraints()),
+    ("graph.relu", _FLOATS, Constraints()),
+    ("graph.gelu", _FLOATS, Constraints()),
+    ("graph.tanh", _FLOATS, Constraints()),
+    ("graph.dropout", _FLOATS, Constraints(operand_dtypes=((1, ("i64",)),))),
+    ("graph.reshape", _NUMBERS, Constraints()),
+    ("graph.transpose", _NUMBERS, Constraints()),
+    ("graph.broadcast_to", _NUMBERS, Constraints()),
+    ("graph.softmax", _FLOATS, Constraints()),
+    ("graph.reduce_sum", _NUMBERS, Constraints()),
+    ("graph.cross_entropy", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
+    ("graph.mse_loss", _FLOATS, Constraints()),
+    ("autodiff.relu_grad", _FLOATS, Constraints()),
+    ("autodiff.gelu_grad", _FLOATS, Constraints()),
+    ("autodiff.tanh_grad", _FLOATS, Constraints()),
+    ("autodiff.softmax_grad", _FLOATS, Constraints()),
+    ("autodiff.cross_entropy_grad", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
+    ("autodiff.mse_loss_grad", _FLOATS, Constraints()),
+    ("autodiff.dropout_grad", _FLOATS, Constraints(operand_dtypes=((1, ("i64",)),))),
+    ("autodiff.epilogue_grad", _FLOATS, Constraints(activations=("relu", "gelu"))),
+    ("autodiff.adam_step", _FLOATS, Constraints()),
+    ("autodiff.sgd_step", _FLOATS, Constraints()),
+    ("exec.copy", (*_NUMBERS, "i1"), Constraints()),
+)
+
+NUMPY_KERNELS: tuple[KernelSpec, ...] = tuple(
+    KernelSpec(
+        name="numpy." + op.split(".", 1)[1],
+        op=op,
+        backend="numpy",
+        dtypes=dtypes,
+        constraints=constraints,
+        flags=frozenset({"reference", "inplace_ok"}),
+    )
+    for op, dtypes, constraints in _NUMPY_OPS
+)
+
+EXTENSION_MODULES: tuple[str, ...] = ("aicfc.runtime.registry_cuda",)
+"""Plain-data modules whose `KERNELS` tuple joins the registry when they exist."""
+
+
+def _aggregate() -> tuple[KernelSpec, ...]:
+    kernels = list(NUMPY_KERNELS)
+    for module_name in EXTENSION_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as e:
+            if e.name != module_name:  # the module exists but its own import failed
+                raise
+            continue
+        kernels.extend(module.KERNELS)
+    seen: set[str] = set()
+    for k in kernels:
+        if k.name in seen:
+            raise ValueError(f"kernel name {k.name!r} is registered twice")
+        seen.add(k.name)
+    return tuple(kernels)
+
+
+REGISTRY: tuple[KernelSpec, ...] = _aggregate()
+"""Every registered kernel (NumPy and, where registry_cuda exists, CUDA)."""
+
+KERNELS_BY_NAME: dict[str, KernelSpec] = {k.name: k for k in REGISTRY}
+
+
+class UnknownKernelError(KeyError):
+    """A kernel name that is not in the registry."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def get(name: str) -> KernelSpec:
+    """The kernel called `name`; raises UnknownKernelError naming it."""
+    spec = KERNELS_BY_NAME.get(name)
+    if spec is None:
+        raise UnknownKernelError(f"kernel {name!r} is not registered")
+    return spec
+
+
+def candidates(
+    op_name: str,
+    backend: str,
+    dtype: str | None = None,
+    registry: tuple[KernelSpec, ...] | None = None,
+) -> list[KernelSpec]:
+    """Kernels implementing `op_name` on `backend` (and computing in `dtype` if given).
+
+    Sorted by priority (highest first), then name. `registry` defaults to REGISTRY
+    (tests pass their own tables).
+    """
+    table = REGISTRY if registry is None else registry
+    found = [
+        k
+        for k in table
+        if k.op == op_name and k.backend == backend and (dtype is None or dtype in k.dtypes)
+    ]
+    return sorted(found, key=lambda k: (-k.priority, k.name))

@@ -1,0 +1,283 @@
+"""Kernel selection: hard rules refuse, soft rules score, an autotune cache may override.
+
+For one op instance (a `Problem`: op, dtype, shapes, scalar parameters) and a
+device `capability` dict (e.g. {"arch": 90, "tf32": False, "tensor_core": True}),
+every registered candidate is first checked against its `Constraints` (dtype,
+layout, transposes, activations, alignment, minimum sizes, arch, required
+capabilities); a refusal says why. The survivors are scored by `SCORE_RULES`
+(data: name, points, predicate); the highest score wins, then the higher
+`priority`, then the name (seed 003 §7: rules plus capability). An
+`AutotuneCache` (a small JSON file keyed by op, shape bucket, dtype and device)
+overrides the choice when it names a feasible candidate (seed 003 §3).
+
+Imports no backend (no CuPy, no xDSL): `aicfc-lower-exec` calls it at compile
+time and the CUDA backend may call it again at load time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aicfc.runtime.registry import PARAM_DEFAULTS, REGISTRY, KernelSpec, candidates
+
+Capability = Mapping[str, object]
+
+DEFAULT_CAPABILITY: dict[str, dict[str, object]] = {
+    "numpy": {},
+    "cuda": {"arch": 90, "tf32": False, "tensor_core": True},
+}
+"""The capability assumed when none is given (H100/H200-class GPU for cuda)."""
+
+_ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i1": 1, "i32": 4, "i64": 8}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One op instance to run: what a kernel must accept.
+
+    op:            op name ("graph.matmul", "exec.copy").
+    dtype:         element type of result #0 ("f32").
+    input_shapes / output_shapes: static shapes of the operand and result buffers.
+    input_dtypes:  element type of each operand.
+    params:        the launch's scalar parameters (`kernel_params()`).
+    layout:        layout of the buffers ("row_major").
+    """
+
+    op: str
+    dtype: str
+    input_shapes: tuple[tuple[int, ...], ...]
+    output_shapes: tuple[tuple[int, ...], ...]
+    input_dtypes: tuple[str, ...] = ()
+    params: Mapping[str, object] = field(default_factory=dict)
+    layout: str = "row_major"
+
+    def param(self, key: str) -> object:
+        return self.params.get(key, PARAM_DEFAULTS.get(key))
+
+    def mnk(self) -> tuple[int, int, int] | None:
+        """(M, N, K) of op(A) @ op(B) from operands 0 and 1, or None if they are not matrices."""
+        if len(self.input_shapes) < 2 or any(len(s) != 2 for s in self.input_shapes[:2]):
+            return None
+        a, b = self.input_shapes[0], self.input_shapes[1]
+        m, k = (a[1], a[0]) if self.param("transpose_a") else a
+        n = b[0] if self.param("transpose_b") else b[1]
+        return m, n, k
+
+    def numel(self) -> int:
+        n = 1
+        for d in self.output_shapes[0] if self.output_shapes else ():
+            n *= d
+        return n
+
+
+def refusal(spec: KernelSpec, problem: Problem, capability: Capability) -> str | None:
+    """Why `spec` cannot run `problem` on a device with `capability`, or None if it can."""
+    c = spec.constraints
+    if spec.op != problem.op:
+        return f"implements {spec.op}, not {problem.op}"
+    if problem.dtype not in spec.dtypes:
+        return f"dtype {problem.dtype} not in {', '.join(spec.dtypes)}"
+    if problem.layout not in spec.layouts:
+        return f"layout {problem.layout} not in {', '.join(spec.layouts)}"
+    for index, allowed in c.operand_dtypes:
+        if index < len(problem.input_dtypes) and problem.input_dtypes[index] not in allowed:
+            return (
+                f"operand #{index} dtype {problem.input_dtypes[index]} not in {', '.join(allowed)}"
+            )
+    if spec.transposes is not None:
+        pair = (bool(problem.param("transpose_a")), bool(problem.param("transpose_b")))
+        if pair not in spec.transposes:
+            return f"transposes (transpose_a={pair[0]}, transpose_b={pair[1]}) not supported"
+    if c.activations is not None and problem.param("act") not in c.activations:
+        return f"activation {problem.param('act')} not in {', '.join(c.activations)}"
+    for key, allowed in c.param_values:
+        if problem.param(key) not in allowed:
+            return f"{key}={problem.param(key)!r} not in {allowed}"
+    if c.alignment > 1:
+        for shape, dt in _all_buffers(problem):
+            row = (shape[-1] if shape else 1) * _ITEMSIZE.get(dt, 1)
+            if row % c.alignment:
+                return f"row of {row} bytes is not a multiple of the {c.alignment}-byte alignment"
+    if c.is_gemm:
+        mnk = problem.mnk()
+        if mnk is None:
+            return "operands 0 and 1 are not matrices"
+        if any(d < lo for d, lo in zip(mnk, c.min_mnk, strict=True)):
+            return f"(M, N, K) = {mnk} below the minimum {c.min_mnk}"
+        if any(d % c.mnk_multiple for d in mnk):
+            return f"(M, N, K) = {mnk} not multiples of {c.mnk_multiple}"
+    n = problem.numel()
+    if n < c.min_numel or (c.max_numel is not None and n > c.max_numel):
+        return f"{n} elements outside [{c.min_numel}, {c.max_numel}]"
+    arch = capability.get("arch", 0)
+    if c.min_arch and (not isinstance(arch, int) or arch < c.min_arch):
+        return f"needs sm_{c.min_arch}, device is sm_{arch}"
+    for key in c.requires:
+        if not capability.get(key):
+            return f"needs capability {key!r}"
+    return None
+
+
+def _all_buffers(problem: Problem) -> list[tuple[tuple[int, ...], str]]:
+    dts = list(problem.input_dtypes) or [problem.dtype] * len(problem.input_shapes)
+    return list(zip(problem.input_shapes, dts, strict=True)) + [
+        (s, problem.dtype) for s in problem.output_shapes
+    ]
+
+
+@dataclass(frozen=True)
+class ScoreRule:
+    """`points` are added when `applies(spec, problem, capability)` holds."""
+
+    name: str
+    points: int
+    applies: Callable[[KernelSpec, Problem, Capability], bool]
+
+
+SCORE_RULES: tuple[ScoreRule, ...] = (
+    ScoreRule(
+        "tensor cores on a tensor-core device",
+        20,
+        lambda s, p, cap: "tensor_core" in s.flags and bool(cap.get("tensor_core")),
+    ),
+    ScoreRule(
+        "TF32 allowed for an f32 tensor-core kernel",
+        5,
+        lambda s, p, cap: "tf32" in s.flags and bool(cap.get("tf32")),
+    ),
+    ScoreRule(
+        "specialised: its alignment requirement holds",
+        4,
+        lambda s, p, cap: s.constraints.alignment > 1,
+    ),
+    ScoreRule(
+        "specialised: its GEMM tile constraints hold",
+        4,
+        lambda s, p, cap: s.constraints.is_gemm,
+    ),
+    ScoreRule(
+        "fuses the whole op in one launch",
+        2,
+        lambda s, p, cap: "fused" in s.flags,
+    ),
+)
+"""Soft rules, applied only to kernels that passed `refusal` (so a specialised
+kernel whose constraints hold beats a generic one)."""
+
+
+def score(spec: KernelSpec, problem: Problem, capability: Capability) -> int:
+    """The rule points of a feasible candidate (see SCORE_RULES)."""
+    return sum(r.points for r in SCORE_RULES if r.applies(spec, problem, capability))
+
+
+def shape_bucket(problem: Problem) -> str:
+    """The input shapes with every dim rounded up to a power of two: "64x128,128x128"."""
+
+    def up(d: int) -> int:
+        return 1 if d <= 1 else 1 << (d - 1).bit_length()
+
+    return ",".join("x".join(str(up(d)) for d in s) or "scalar" for s in problem.input_shapes)
+
+
+class AutotuneCache:
+    """Measured best kernels keyed by (op, shape bucket, dtype, device), stored as JSON.
+
+    The file is {"version": 1, "entries": {"<op>|<bucket>|<dtype>|<device>": "<kernel>"}}.
+    A missing file is an empty cache; a malformed one raises ValueError naming the path.
+    """
+
+    VERSION = 1
+
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path else None
+        self.entries: dict[str, str] = {}
+        if self.path is not None and self.path.exists():
+            try:
+                data = json.loads(self.path.read_text())
+                if data.get("version") != self.VERSION or not isinstance(data.get("entries"), dict):
+                    raise ValueError("expected {'version': 1, 'entries': {...}}")
+                self.entries = {str(k): str(v) for k, v in data["entries"].items()}
+            except (OSError, ValueError, AttributeError) as e:
+                raise ValueError(f"autotune cache {self.path}: {e}") from None
+
+    @staticmethod
+    def key(problem: Problem, device: str) -> str:
+        return f"{problem.op}|{shape_bucket(problem)}|{problem.dtype}|{device}"
+
+    def lookup(self, problem: Problem, device: str) -> str | None:
+        return self.entries.get(self.key(problem, device))
+
+    def record(self, problem: Problem, device: str, kernel: str) -> None:
+        self.entries[self.key(problem, device)] = kernel
+
+    def save(self, path: str | Path | None = None) -> None:
+        target = Path(path) if path else self.path
+        if target is None:
+            raise ValueError("autotune cache: no path to save to")
+        target.write_text(json.dumps({"version": self.VERSION, "entries": self.entries}, indent=1))
+
+
+class NoKernelError(LookupError):
+    """No registered kernel can run a problem; `reasons` holds (kernel, why) per candidate."""
+
+    def __init__(self, problem: Problem, backend: str, reasons: list[tuple[str, str]]):
+        self.problem, self.backend, self.reasons = problem, backend, reasons
+        why = "; ".join(f"{name}: {r}" for name, r in reasons)
+        if not reasons:
+            msg = f"has no kernel on backend {backend}"
+        elif all(r.startswith("dtype ") for _, r in reasons):
+            msg = f"has no kernel for dtype {problem.dtype} on backend {backend} ({why})"
+        else:
+            msg = (
+                f"has no kernel on backend {backend} that accepts this {problem.dtype} "
+                f"instance ({why})"
+            )
+        super().__init__(msg)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The chosen kernel, its score, and whether the rules or the autotune cache chose it."""
+
+    spec: KernelSpec
+    score: int
+    source: str
+    refused: tuple[tuple[str, str], ...] = ()
+
+
+def select(
+    problem: Problem,
+    backend: str,
+    capability: Capability | None = None,
+    autotune: AutotuneCache | None = None,
+    device: str = "",
+    registry: tuple[KernelSpec, ...] = REGISTRY,
+) -> Selection:
+    """The best kernel for `problem` on `backend`.
+
+    Raises NoKernelError (with each candidate's refusal) when none fits.
+    """
+    cap = DEFAULT_CAPABILITY.get(backend, {}) if capability is None else capability
+    feasible: list[tuple[int, KernelSpec]] = []
+    refused: list[tuple[str, str]] = []
+    for spec in candidates(problem.op, backend, registry=registry):
+        why = refusal(spec, problem, cap)
+        if why is None:
+            feasible.append((score(spec, problem, cap), spec))
+        else:
+            refused.append((spec.name, why))
+    if not feasible:
+        raise NoKernelError(problem, backend, refused)
+    if autotune is not None:
+        tuned = autotune.lookup(problem, device)
+        for s, spec in feasible:
+            if spec.name == tuned:
+                return Selection(spec, s, "autotune", tuple(refused))
+    best_score, best = min(feasible, key=lambda sk: (-sk[0], -sk[1].priority, sk[1].name))
+    return Selection(best, best_score, "rules", tuple(refused))
