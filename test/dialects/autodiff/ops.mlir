@@ -1,0 +1,117 @@
+// Every autodiff op in custom syntax: printed as checked, and unchanged by a
+// round trip through the custom and the generic form (the optional seed and
+// momentum buffer present and absent; lr = 3e-4 and eps = 1e-8 exact; a property
+// equal to its default, such as eps = 1e-8, is not printed in custom syntax and
+// comes back from the default, as the generic form shows).
+// RUN: aicfc-opt %s | filecheck %s
+// RUN: aicfc-opt %s | aicfc-opt | filecheck %s
+// RUN: aicfc-opt %s --print-op-generic | aicfc-opt | filecheck %s
+// RUN: aicfc-opt %s --print-op-generic | filecheck %s --check-prefix=GENERIC
+
+// CHECK-LABEL: func.func @backward
+// CHECK-SAME: (%loss: tensor<f32>, %w: tensor<4x3xf32>, %b: tensor<4xf32>, %seed: tensor<f32>) {
+func.func @backward(%loss: tensor<f32>, %w: tensor<4x3xf32>, %b: tensor<4xf32>, %seed: tensor<f32>) {
+  // CHECK-NEXT: %g, %g_1 = autodiff.backward %loss wrt %w, %b : tensor<f32>, (tensor<4x3xf32>, tensor<4xf32>) -> (tensor<4x3xf32>, tensor<4xf32>)
+  // GENERIC: %g, %g_1 = "autodiff.backward"(%loss, %w, %b) <{operandSegmentSizes = array<i32: 1, 2, 0>}> : (tensor<f32>, tensor<4x3xf32>, tensor<4xf32>) -> (tensor<4x3xf32>, tensor<4xf32>)
+  %g:2 = autodiff.backward %loss wrt %w, %b : tensor<f32>, (tensor<4x3xf32>, tensor<4xf32>) -> (tensor<4x3xf32>, tensor<4xf32>)
+  // CHECK-NEXT: %gs = autodiff.backward %loss wrt %w seed %seed : tensor<f32>, (tensor<4x3xf32>) -> (tensor<4x3xf32>)
+  // GENERIC: %gs = "autodiff.backward"(%loss, %w, %seed) <{operandSegmentSizes = array<i32: 1, 1, 1>}> : (tensor<f32>, tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
+  %gs = autodiff.backward %loss wrt %w seed %seed : tensor<f32>, (tensor<4x3xf32>) -> (tensor<4x3xf32>)
+  // CHECK-NEXT: %l1 = graph.reshape %loss : tensor<f32> -> tensor<1xf32>
+  %l1 = graph.reshape %loss : tensor<f32> -> tensor<1xf32>
+  // CHECK-NEXT: %g1 = autodiff.backward %l1 wrt %b : tensor<1xf32>, (tensor<4xf32>) -> (tensor<4xf32>)
+  %g1 = autodiff.backward %l1 wrt %b : tensor<1xf32>, (tensor<4xf32>) -> (tensor<4xf32>)
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @activation_grads
+// CHECK-SAME: (%dy: tensor<8x16xf32>, %y: tensor<8x16xf32>) {
+func.func @activation_grads(%dy: tensor<8x16xf32>, %y: tensor<8x16xf32>) {
+  // CHECK-NEXT: %0 = autodiff.relu_grad %dy, %y : tensor<8x16xf32>
+  %0 = autodiff.relu_grad %dy, %y : tensor<8x16xf32>
+  // CHECK-NEXT: %1 = autodiff.gelu_grad %dy, %y : tensor<8x16xf32>
+  %1 = autodiff.gelu_grad %dy, %y : tensor<8x16xf32>
+  // CHECK-NEXT: %2 = autodiff.tanh_grad %dy, %y : tensor<8x16xf32>
+  %2 = autodiff.tanh_grad %dy, %y : tensor<8x16xf32>
+  // CHECK-NEXT: %3 = autodiff.softmax_grad %dy, %y axis = 1 : tensor<8x16xf32>
+  // GENERIC: %3 = "autodiff.softmax_grad"(%dy, %y) <{axis = 1 : i64}> : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %3 = autodiff.softmax_grad %dy, %y axis = 1 : tensor<8x16xf32>
+  // CHECK-NEXT: %4 = autodiff.softmax_grad %dy, %y axis = -2 : tensor<8x16xf32>
+  %4 = autodiff.softmax_grad %dy, %y axis = -2 : tensor<8x16xf32>
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @loss_grads
+// CHECK-SAME: (%x: tensor<8x10xf32>, %y: tensor<8xi32>, %t: tensor<8x10xf32>, %dl: tensor<f32>) {
+func.func @loss_grads(%x: tensor<8x10xf32>, %y: tensor<8xi32>, %t: tensor<8x10xf32>, %dl: tensor<f32>) {
+  // CHECK-NEXT: %0 = autodiff.cross_entropy_grad %x, %y, %dl : (tensor<8x10xf32>, tensor<8xi32>, tensor<f32>) -> tensor<8x10xf32>
+  %0 = autodiff.cross_entropy_grad %x, %y, %dl : (tensor<8x10xf32>, tensor<8xi32>, tensor<f32>) -> tensor<8x10xf32>
+  // CHECK-NEXT: %1 = autodiff.mse_loss_grad %x, %t, %dl : (tensor<8x10xf32>, tensor<8x10xf32>, tensor<f32>) -> tensor<8x10xf32>
+  %1 = autodiff.mse_loss_grad %x, %t, %dl : (tensor<8x10xf32>, tensor<8x10xf32>, tensor<f32>) -> tensor<8x10xf32>
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @dropout_grad
+// CHECK-SAME: (%dy: tensor<8x16xf32>, %off: tensor<i64>) {
+func.func @dropout_grad(%dy: tensor<8x16xf32>, %off: tensor<i64>) {
+  // CHECK-NEXT: %0 = autodiff.dropout_grad %dy, %off p 1.000000e-01 seed 7 : tensor<8x16xf32>, tensor<i64>
+  // GENERIC: %0 = "autodiff.dropout_grad"(%dy, %off) <{p = 1.000000e-01 : f64, seed = 7 : i64}> : (tensor<8x16xf32>, tensor<i64>) -> tensor<8x16xf32>
+  %0 = autodiff.dropout_grad %dy, %off p 0.1 seed 7 : tensor<8x16xf32>, tensor<i64>
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @epilogue_grad
+// CHECK-SAME: (%dy: tensor<8x16xf32>, %y: tensor<8x16xf32>) {
+func.func @epilogue_grad(%dy: tensor<8x16xf32>, %y: tensor<8x16xf32>) {
+  // CHECK-NEXT: %dz, %db = autodiff.epilogue_grad %dy, %y act relu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  %dz, %db = autodiff.epilogue_grad %dy, %y act relu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  // CHECK-NEXT: %dz2, %db2 = autodiff.epilogue_grad %dy, %y act gelu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  // GENERIC: %dz2, %db2 = "autodiff.epilogue_grad"(%dy, %y) <{act = #graph<activation gelu>}> : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  %dz2, %db2 = autodiff.epilogue_grad %dy, %y act gelu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @adam_step
+// CHECK-SAME: (%p: tensor<16x8xf32>, %g: tensor<16x8xf32>, %m: tensor<16x8xf32>, %v: tensor<16x8xf32>, %s: tensor<f32>) {
+func.func @adam_step(%p: tensor<16x8xf32>, %g: tensor<16x8xf32>, %m: tensor<16x8xf32>, %v: tensor<16x8xf32>, %s: tensor<f32>) {
+  // CHECK-NEXT: %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %g, %m, %v, %s lr 3.000000e-04 : tensor<16x8xf32>, tensor<f32>
+  // GENERIC: %p1, %m1, %v1, %s1 = "autodiff.adam_step"(%p, %g, %m, %v, %s) <{lr = 3.000000e-04 : f64, beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, eps = 1.000000e-08 : f64, weight_decay = 0.000000e+00 : f64}> : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>) -> (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>)
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %g, %m, %v, %s lr 3.0e-4 : tensor<16x8xf32>, tensor<f32>
+  // CHECK-NEXT: %p2, %m2, %v2, %s2 = autodiff.adam_step %p, %g, %m, %v, %s lr 3.000000e-04 : tensor<16x8xf32>, tensor<f32>
+  // GENERIC: %p2, %m2, %v2, %s2 = "autodiff.adam_step"(%p, %g, %m, %v, %s) <{lr = 3.000000e-04 : f64, eps = 1.000000e-08 : f64, beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, weight_decay = 0.000000e+00 : f64}> : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>) -> (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>)
+  %p2, %m2, %v2, %s2 = autodiff.adam_step %p, %g, %m, %v, %s lr 3.0e-4 eps 1.0e-8 : tensor<16x8xf32>, tensor<f32>
+  // CHECK-NEXT: %p3, %m3, %v3, %s3 = autodiff.adam_step %p, %g, %m, %v, %s lr 1.000000e-03 beta1 8.000000e-01 beta2 9.900000e-01 eps 1.000000e-07 weight_decay 1.000000e-02 decoupled : tensor<16x8xf32>, tensor<f32>
+  // GENERIC: %p3, %m3, %v3, %s3 = "autodiff.adam_step"(%p, %g, %m, %v, %s) <{lr = 1.000000e-03 : f64, beta1 = 8.000000e-01 : f64, beta2 = 9.900000e-01 : f64, eps = 1.000000e-07 : f64, weight_decay = 1.000000e-02 : f64, decoupled_weight_decay}> : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>) -> (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>)
+  %p3, %m3, %v3, %s3 = autodiff.adam_step %p, %g, %m, %v, %s lr 1.0e-3 beta1 0.8 beta2 0.99 eps 1.0e-7 weight_decay 0.01 decoupled : tensor<16x8xf32>, tensor<f32>
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @sgd_step
+// CHECK-SAME: (%p: tensor<16x8xf32>, %g: tensor<16x8xf32>, %buf: tensor<16x8xf32>) {
+func.func @sgd_step(%p: tensor<16x8xf32>, %g: tensor<16x8xf32>, %buf: tensor<16x8xf32>) {
+  // CHECK-NEXT: %p1 = autodiff.sgd_step %p, %g lr 1.000000e-02 : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  // GENERIC: %p1 = "autodiff.sgd_step"(%p, %g) <{lr = 1.000000e-02 : f64, momentum = 0.000000e+00 : f64, weight_decay = 0.000000e+00 : f64}> : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  %p1 = autodiff.sgd_step %p, %g lr 0.01 : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  // CHECK-NEXT: %p2 = autodiff.sgd_step %p, %g lr 1.000000e-02 weight_decay 1.000000e-04 : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  %p2 = autodiff.sgd_step %p, %g lr 0.01 weight_decay 1.0e-4 : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  // CHECK-NEXT: %p3, %b3 = autodiff.sgd_step %p, %g, %buf lr 1.000000e-02 momentum 9.000000e-01 : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
+  %p3, %b3 = autodiff.sgd_step %p, %g, %buf lr 0.01 momentum 0.9 : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
+  // CHECK-NEXT: %p4, %b4 = autodiff.sgd_step %p, %g, %buf lr 1.000000e-02 momentum 9.000000e-01 nesterov : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
+  // GENERIC: %p4, %b4 = "autodiff.sgd_step"(%p, %g, %buf) <{lr = 1.000000e-02 : f64, momentum = 9.000000e-01 : f64, nesterov, weight_decay = 0.000000e+00 : f64}> : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
+  %p4, %b4 = autodiff.sgd_step %p, %g, %buf lr 0.01 momentum 0.9 nesterov : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}

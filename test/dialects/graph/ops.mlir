@@ -1,0 +1,142 @@
+// Every graph op in custom syntax: printed as checked, and unchanged by a round
+// trip through the custom and the generic form (optional operands, results and
+// properties present and absent; float properties such as p = 0.1 exact).
+// RUN: aicfc-opt %s | filecheck %s
+// RUN: aicfc-opt %s | aicfc-opt | filecheck %s
+// RUN: aicfc-opt %s --print-op-generic | aicfc-opt | filecheck %s
+// RUN: aicfc-opt %s --print-op-generic | filecheck %s --check-prefix=GENERIC
+
+// CHECK-LABEL: func.func @constant
+// CHECK-SAME: () -> (tensor<i64>, tensor<2x2xf32>) {
+func.func @constant() -> (tensor<i64>, tensor<2x2xf32>) {
+  // CHECK-NEXT: %one = graph.constant dense<1> : tensor<i64>
+  %one = graph.constant dense<1> : tensor<i64>
+  // CHECK-NEXT: %m = graph.constant dense<{{\[\[}}1.500000e+00, -2.000000e+00], [2.500000e-01, 3.000000e-04]]> : tensor<2x2xf32>
+  // GENERIC: %m = "graph.constant"() <{value = dense<{{\[\[}}1.500000e+00, -2.000000e+00], [2.500000e-01, 3.000000e-04]]> : tensor<2x2xf32>}> : () -> tensor<2x2xf32>
+  %m = graph.constant dense<[[1.5, -2.0], [0.25, 3.0e-4]]> : tensor<2x2xf32>
+  // CHECK-NEXT: func.return %one, %m : tensor<i64>, tensor<2x2xf32>
+  func.return %one, %m : tensor<i64>, tensor<2x2xf32>
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @matmul
+// CHECK-SAME: (%a: tensor<4x3xf32>, %b: tensor<3x5xf32>, %bt: tensor<5x3xf32>, %at: tensor<3x4xf32>) {
+func.func @matmul(%a: tensor<4x3xf32>, %b: tensor<3x5xf32>, %bt: tensor<5x3xf32>, %at: tensor<3x4xf32>) {
+  // CHECK-NEXT: %c = graph.matmul %a, %b : (tensor<4x3xf32>, tensor<3x5xf32>) -> tensor<4x5xf32>
+  %c = graph.matmul %a, %b : (tensor<4x3xf32>, tensor<3x5xf32>) -> tensor<4x5xf32>
+  // CHECK-NEXT: %d = graph.matmul %a, %bt transpose_b : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+  %d = graph.matmul %a, %bt transpose_b : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+  // CHECK-NEXT: %e = graph.matmul %at, %b transpose_a : (tensor<3x4xf32>, tensor<3x5xf32>) -> tensor<4x5xf32>
+  %e = graph.matmul %at, %b transpose_a : (tensor<3x4xf32>, tensor<3x5xf32>) -> tensor<4x5xf32>
+  // CHECK-NEXT: %f = graph.matmul %at, %bt transpose_a transpose_b : (tensor<3x4xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+  // GENERIC: %f = "graph.matmul"(%at, %bt) <{transpose_a, transpose_b}> : (tensor<3x4xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+  %f = graph.matmul %at, %bt transpose_a transpose_b : (tensor<3x4xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @gemm_epilogue
+// CHECK-SAME: (%x: tensor<8x4xf32>, %w: tensor<16x4xf32>, %b: tensor<16xf32>, %xt: tensor<4x8xf32>, %w2: tensor<4x16xf32>) {
+func.func @gemm_epilogue(%x: tensor<8x4xf32>, %w: tensor<16x4xf32>, %b: tensor<16xf32>, %xt: tensor<4x8xf32>, %w2: tensor<4x16xf32>) {
+  // CHECK-NEXT: %y0 = graph.gemm_epilogue %x, %w2 : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+  // GENERIC: %y0 = "graph.gemm_epilogue"(%x, %w2) : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+  %y0 = graph.gemm_epilogue %x, %w2 : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+  // CHECK-NEXT: %y1 = graph.gemm_epilogue %x, %w bias %b act relu transpose_b : (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  %y1 = graph.gemm_epilogue %x, %w bias %b act relu transpose_b : (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  // CHECK-NEXT: %y2, %z2 = graph.gemm_epilogue %xt, %w2 bias %b act gelu transpose_a : (tensor<4x8xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
+  // GENERIC: %y2, %z2 = "graph.gemm_epilogue"(%xt, %w2, %b) <{act = #graph<activation gelu>, transpose_a}> : (tensor<4x8xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
+  %y2, %z2 = graph.gemm_epilogue %xt, %w2 bias %b act gelu transpose_a : (tensor<4x8xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
+  // CHECK-NEXT: %y3 = graph.gemm_epilogue %xt, %w act relu transpose_a transpose_b : (tensor<4x8xf32>, tensor<16x4xf32>) -> tensor<8x16xf32>
+  %y3 = graph.gemm_epilogue %xt, %w act relu transpose_a transpose_b : (tensor<4x8xf32>, tensor<16x4xf32>) -> tensor<8x16xf32>
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @elementwise
+// CHECK-SAME: (%x: tensor<8x16xf32>, %b: tensor<16xf32>, %i: tensor<4xi32>, %off: tensor<i64>) {
+func.func @elementwise(%x: tensor<8x16xf32>, %b: tensor<16xf32>, %i: tensor<4xi32>, %off: tensor<i64>) {
+  // CHECK-NEXT: %0 = graph.bias_add %x, %b : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  %0 = graph.bias_add %x, %b : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  // CHECK-NEXT: %1 = graph.add %x, %x : tensor<8x16xf32>
+  %1 = graph.add %x, %x : tensor<8x16xf32>
+  // CHECK-NEXT: %2 = graph.sub %x, %x : tensor<8x16xf32>
+  %2 = graph.sub %x, %x : tensor<8x16xf32>
+  // CHECK-NEXT: %3 = graph.mul %x, %x : tensor<8x16xf32>
+  %3 = graph.mul %x, %x : tensor<8x16xf32>
+  // CHECK-NEXT: %4 = graph.add %i, %i : tensor<4xi32>
+  %4 = graph.add %i, %i : tensor<4xi32>
+  // CHECK-NEXT: %5 = graph.add %off, %off : tensor<i64>
+  %5 = graph.add %off, %off : tensor<i64>
+  // CHECK-NEXT: %6 = graph.relu %x : tensor<8x16xf32>
+  %6 = graph.relu %x : tensor<8x16xf32>
+  // CHECK-NEXT: %7 = graph.gelu %x : tensor<8x16xf32>
+  %7 = graph.gelu %x : tensor<8x16xf32>
+  // CHECK-NEXT: %8 = graph.tanh %x : tensor<8x16xf32>
+  %8 = graph.tanh %x : tensor<8x16xf32>
+  // CHECK-NEXT: %9 = graph.dropout %x, %off p 1.000000e-01 seed 7 : tensor<8x16xf32>, tensor<i64>
+  // GENERIC: %9 = "graph.dropout"(%x, %off) <{p = 1.000000e-01 : f64, seed = 7 : i64}> : (tensor<8x16xf32>, tensor<i64>) -> tensor<8x16xf32>
+  %9 = graph.dropout %x, %off p 0.1 seed 7 : tensor<8x16xf32>, tensor<i64>
+  // CHECK-NEXT: %10 = graph.dropout %x, %off p 0.123456789012345 seed -3 : tensor<8x16xf32>, tensor<i64>
+  // GENERIC: %10 = "graph.dropout"(%x, %off) <{p = 0.123456789012345 : f64, seed = -3 : i64}> : (tensor<8x16xf32>, tensor<i64>) -> tensor<8x16xf32>
+  %10 = graph.dropout %x, %off p 0.123456789012345 seed -3 : tensor<8x16xf32>, tensor<i64>
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @layout
+// CHECK-SAME: (%x: tensor<8x16xf32>, %b: tensor<16xf32>, %s: tensor<f32>) {
+func.func @layout(%x: tensor<8x16xf32>, %b: tensor<16xf32>, %s: tensor<f32>) {
+  // CHECK-NEXT: %0 = graph.reshape %x : tensor<8x16xf32> -> tensor<2x4x16xf32>
+  %0 = graph.reshape %x : tensor<8x16xf32> -> tensor<2x4x16xf32>
+  // CHECK-NEXT: %1 = graph.reshape %s : tensor<f32> -> tensor<1x1xf32>
+  %1 = graph.reshape %s : tensor<f32> -> tensor<1x1xf32>
+  // CHECK-NEXT: %2 = graph.transpose %x perm = [1, 0] : tensor<8x16xf32> -> tensor<16x8xf32>
+  %2 = graph.transpose %x perm = [1, 0] : tensor<8x16xf32> -> tensor<16x8xf32>
+  // CHECK-NEXT: %3 = graph.transpose %0 perm = [2, 0, 1] : tensor<2x4x16xf32> -> tensor<16x2x4xf32>
+  // GENERIC: %3 = "graph.transpose"(%0) <{perm = array<i64: 2, 0, 1>}> : (tensor<2x4x16xf32>) -> tensor<16x2x4xf32>
+  %3 = graph.transpose %0 perm = [2, 0, 1] : tensor<2x4x16xf32> -> tensor<16x2x4xf32>
+  // CHECK-NEXT: %4 = graph.broadcast_to %b : tensor<16xf32> -> tensor<8x16xf32>
+  %4 = graph.broadcast_to %b : tensor<16xf32> -> tensor<8x16xf32>
+  // CHECK-NEXT: %5 = graph.broadcast_to %s : tensor<f32> -> tensor<8x16xf32>
+  %5 = graph.broadcast_to %s : tensor<f32> -> tensor<8x16xf32>
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @reductions
+// CHECK-SAME: (%x: tensor<8x10xf32>) {
+func.func @reductions(%x: tensor<8x10xf32>) {
+  // CHECK-NEXT: %0 = graph.softmax %x axis = 1 : tensor<8x10xf32>
+  %0 = graph.softmax %x axis = 1 : tensor<8x10xf32>
+  // CHECK-NEXT: %1 = graph.softmax %x axis = -1 : tensor<8x10xf32>
+  // GENERIC: %1 = "graph.softmax"(%x) <{axis = -1 : i64}> : (tensor<8x10xf32>) -> tensor<8x10xf32>
+  %1 = graph.softmax %x axis = -1 : tensor<8x10xf32>
+  // CHECK-NEXT: %2 = graph.reduce_sum %x axes = [0] : tensor<8x10xf32> -> tensor<10xf32>
+  %2 = graph.reduce_sum %x axes = [0] : tensor<8x10xf32> -> tensor<10xf32>
+  // CHECK-NEXT: %3 = graph.reduce_sum %x axes = [0, 1] keepdims : tensor<8x10xf32> -> tensor<1x1xf32>
+  // GENERIC: %3 = "graph.reduce_sum"(%x) <{axes = array<i64: 0, 1>, keepdims}> : (tensor<8x10xf32>) -> tensor<1x1xf32>
+  %3 = graph.reduce_sum %x axes = [0, 1] keepdims : tensor<8x10xf32> -> tensor<1x1xf32>
+  // CHECK-NEXT: %4 = graph.reduce_sum %x axes = [-1, 0] : tensor<8x10xf32> -> tensor<f32>
+  %4 = graph.reduce_sum %x axes = [-1, 0] : tensor<8x10xf32> -> tensor<f32>
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @losses
+// CHECK-SAME: (%x: tensor<8x10xf32>, %y: tensor<8xi32>, %y64: tensor<8xi64>, %t: tensor<8x10xf32>) -> (tensor<f32>, tensor<f32>, tensor<f32>) {
+func.func @losses(%x: tensor<8x10xf32>, %y: tensor<8xi32>, %y64: tensor<8xi64>, %t: tensor<8x10xf32>) -> (tensor<f32>, tensor<f32>, tensor<f32>) {
+  // CHECK-NEXT: %0 = graph.cross_entropy %x, %y : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
+  %0 = graph.cross_entropy %x, %y : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
+  // CHECK-NEXT: %1 = graph.cross_entropy %x, %y64 : (tensor<8x10xf32>, tensor<8xi64>) -> tensor<f32>
+  %1 = graph.cross_entropy %x, %y64 : (tensor<8x10xf32>, tensor<8xi64>) -> tensor<f32>
+  // CHECK-NEXT: %2 = graph.mse_loss %x, %t : tensor<8x10xf32> -> tensor<f32>
+  %2 = graph.mse_loss %x, %t : tensor<8x10xf32> -> tensor<f32>
+  // CHECK-NEXT: func.return %0, %1, %2 : tensor<f32>, tensor<f32>, tensor<f32>
+  func.return %0, %1, %2 : tensor<f32>, tensor<f32>, tensor<f32>
+// CHECK-NEXT: }
+}
