@@ -110,10 +110,7 @@ class BackwardOp(AicfcOp):
             raise VerifyException(
                 f"{self.name}: loss must have one element, got shape {fmt_shape(loss.get_shape())}"
             )
-        if self.seed is not None and self.seed.type != loss:
-            raise VerifyException(
-                f"{self.name}: seed has type {self.seed.type}, expected the loss type {loss}"
-            )
+        # seed and loss share the constraint variable L, so their types already match.
         if len(self.grads) != len(self.wrt):
             raise VerifyException(
                 f"{self.name}: {len(self.wrt)} values in wrt but {len(self.grads)} results"
@@ -327,6 +324,9 @@ class DropoutGradOp(AicfcOp):
     def verify_(self) -> None:
         require_float(self.name, "grad", ranked(self.name, "grad", self.grad))
         verify_rng_offset(self.name, self.offset)
+        p = self.p.value.data
+        if not 0.0 <= p < 1.0:
+            raise VerifyException(f"{self.name}: p must be in [0, 1), got {p}")
 
 
 @irdl_op_definition
@@ -546,6 +546,12 @@ class SgdStepOp(AicfcOp):
             )
         if self.nesterov is not None and not has_buf:
             raise VerifyException(f"{self.name}: nesterov needs momentum")
+        if (self.new_momentum_buffer is not None) != has_buf:
+            raise VerifyException(
+                f"{self.name}: {int(has_buf)} momentum buffer operand(s) but "
+                f"{int(self.new_momentum_buffer is not None)} new momentum buffer result(s); "
+                "the updated buffer must be returned exactly when one is passed"
+            )
 
 
 Autodiff = Dialect(
