@@ -1,0 +1,99 @@
+// Shared definitions of the aicfc CUDA kernels (included by every kernels/*.cu).
+//
+// Launch ABI (version AICFC_KERNEL_ABI_VERSION, checked by the CuPy backend when it
+// loads a module): every extern "C" kernel takes its input buffers in the op's
+// operand order, then its output buffers in result order, then its scalar
+// parameters with the exact C types listed in runtime/registry_cuda.py. An absent
+// optional buffer (a GEMM without bias) is passed as a null pointer. Kernels that
+// need scratch memory (a deterministic cross-block reduction, a ticket counter) take
+// one backend-owned workspace buffer right after the outputs; it is zeroed when the
+// program is loaded and every kernel leaves it zeroed for the next replay. Sources are
+// compiled by NVRTC (cupy.RawModule) at run time and by nvcc in CI, so they use no
+// standard header under NVRTC.
+#pragma once
+
+#define AICFC_KERNEL_ABI_VERSION 1
+
+#ifdef __CUDACC_RTC__
+typedef signed char int8_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+#else
+#include <cstdint>
+#endif
+
+// Every module exports its ABI version as a device constant read at load time.
+#define AICFC_EXPORT_ABI_VERSION \
+  extern "C" __constant__ int aicfc_abi_version = AICFC_KERNEL_ABI_VERSION;
+
+// Activations of the GEMM epilogue (the `act` scalar): none=0, relu=1, gelu=2.
+#define AICFC_ACT_NONE 0
+#define AICFC_ACT_RELU 1
+#define AICFC_ACT_GELU 2
+
+namespace aicfc {
+
+constexpr float kSqrtHalf = 0.7071067811865476f;
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;
+
+// Exact GELU, 0.5 x (1 + erf(x / sqrt 2)) (Hendrycks and Gimpel 2016), as reference.gelu.
+__device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.0f + erff(x * kSqrtHalf)); }
+
+// d gelu / dx = Phi(x) + x phi(x), as reference.gelu_grad.
+__device__ __forceinline__ float gelu_deriv(float x) {
+  float cdf = 0.5f * (1.0f + erff(x * kSqrtHalf));
+  float pdf = kInvSqrt2Pi * expf(-0.5f * x * x);
+  return cdf + x * pdf;
+}
+
+__device__ __forceinline__ float activate(float z, int act) {
+  if (act == AICFC_ACT_RELU) return z > 0.0f ? z : 0.0f;
+  if (act == AICFC_ACT_GELU) return gelu(z);
+  return z;
+}
+
+// Sum over a warp with shuffles (all 32 lanes active).
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum of `v` over the block (blockDim.x a multiple of 32, at most 1024); every thread
+// gets the result. `scratch` holds 32 floats of shared memory.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float t = lane < nwarps ? scratch[lane] : 0.0f;
+  return warp_sum(t);
+}
+
+// The "last block finishes" pattern (CUDA sample threadFenceReduction): each block
+// publishes its partial result, then takes a ticket; the block that draws the last
+// ticket sees every partial and resets the counter so that a replayed graph starts
+// from zero again. Returns true in every thread of the last block.
+__device__ __forceinline__ bool last_block_done(uint32_t* counter) {
+  __shared__ bool is_last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint32_t ticket = atomicAdd(counter, 1u);
+    is_last = (ticket == gridDim.x * gridDim.y - 1);
+  }
+  __syncthreads();
+  if (is_last && threadIdx.x == 0) *counter = 0u;
+  return is_last;
+}
+
+}  // namespace aicfc

@@ -1,0 +1,115 @@
+// Elementwise and layout kernels (reference.add, sub, mul, bias_add, relu, gelu,
+// tanh and their gradients; exec.copy, reshape, transpose, broadcast_to).
+//
+// All are grid-stride loops over n elements (grid from the launcher: enough blocks
+// of 256 threads to fill the device, at most one element per thread per pass).
+// ABIs:
+//   aicfc_{add,sub,mul}_{f32,i32,i64}: (a, b, out, int64 n)         same shapes
+//   aicfc_bias_add_f32:                (x, bias, out, int64 n, int64 C)  bias along the last dim
+//   aicfc_{relu,gelu,tanh}_f32:        (x, out, int64 n)
+//   aicfc_relu_grad_f32:               (dy, y, dx, int64 n)          dx = dy [y > 0]
+//   aicfc_gelu_grad_f32:               (dy, x, dx, int64 n)          dx = dy gelu'(x)
+//   aicfc_tanh_grad_f32:               (dy, y, dx, int64 n)          dx = dy (1 - y^2)
+//   aicfc_copy_bytes:                  (src, dst, int64 nbytes)      16-byte words when aligned
+//   aicfc_permute_b{32,64}:            (x, out, const int64* meta, int32 rank, int64 n)
+//       out[i] = x[sum_d idx_d(i) * meta[rank + d]] with idx_d the digits of i in the
+//       output shape meta[0:rank]; the strides say where each output axis comes from
+//       (a transpose permutes the input strides, a broadcast sets them to 0).
+#include "common.cuh"
+
+AICFC_EXPORT_ABI_VERSION
+
+#define AICFC_GRID_STRIDE(i, n)                                                           \
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);              \
+       i += (int64_t)gridDim.x * blockDim.x)
+
+#define AICFC_BINARY(NAME, T, SUFFIX, EXPR)                                                \
+  extern "C" __global__ void aicfc_##NAME##_##SUFFIX(const T* a,            \
+                                                     const T* b,            \
+                                                     T* out, int64_t n) {   \
+    AICFC_GRID_STRIDE(i, n) {                                                            \
+      T x = a[i], y = b[i];                                                              \
+      out[i] = EXPR;                                                                     \
+    }                                                                                    \
+  }
+
+#define AICFC_BINARY_ALL(NAME, EXPR)      \
+  AICFC_BINARY(NAME, float, f32, EXPR)    \
+  AICFC_BINARY(NAME, int32_t, i32, EXPR)  \
+  AICFC_BINARY(NAME, int64_t, i64, EXPR)
+
+AICFC_BINARY_ALL(add, x + y)
+AICFC_BINARY_ALL(sub, x - y)
+AICFC_BINARY_ALL(mul, x * y)
+
+extern "C" __global__ void aicfc_bias_add_f32(const float* x,
+                                              const float* bias,
+                                              float* out, int64_t n, int64_t C) {
+  AICFC_GRID_STRIDE(i, n) { out[i] = x[i] + __ldg(bias + i % C); }
+}
+
+#define AICFC_UNARY(NAME, EXPR)                                                            \
+  extern "C" __global__ void aicfc_##NAME##_f32(const float* in,              \
+                                                float* out, int64_t n) {      \
+    AICFC_GRID_STRIDE(i, n) {                                                              \
+      float x = in[i];                                                                     \
+      out[i] = EXPR;                                                                       \
+    }                                                                                      \
+  }
+
+AICFC_UNARY(relu, x > 0.0f ? x : 0.0f)
+AICFC_UNARY(gelu, aicfc::gelu(x))
+AICFC_UNARY(tanh, tanhf(x))
+
+#define AICFC_GRAD(NAME, EXPR)                                                             \
+  extern "C" __global__ void aicfc_##NAME##_f32(const float* dy_,             \
+                                                const float* s_,              \
+                                                float* out, int64_t n) {      \
+    AICFC_GRID_STRIDE(i, n) {                                                              \
+      float dy = dy_[i], s = s_[i];                                                        \
+      out[i] = EXPR;                                                                       \
+    }                                                                                      \
+  }
+
+AICFC_GRAD(relu_grad, s > 0.0f ? dy : 0.0f)
+AICFC_GRAD(gelu_grad, dy * aicfc::gelu_deriv(s))
+AICFC_GRAD(tanh_grad, dy * (1.0f - s * s))
+
+extern "C" __global__ void aicfc_copy_bytes(const void* src, void* dst,
+                                            int64_t nbytes) {
+  bool aligned = ((reinterpret_cast<uint64_t>(src) | reinterpret_cast<uint64_t>(dst) |
+                   (uint64_t)nbytes) & 15) == 0;
+  if (aligned) {
+    const uint4* s = reinterpret_cast<const uint4*>(src);
+    uint4* d = reinterpret_cast<uint4*>(dst);
+    AICFC_GRID_STRIDE(i, nbytes / 16) { d[i] = s[i]; }
+  } else {
+    const unsigned char* s = reinterpret_cast<const unsigned char*>(src);
+    unsigned char* d = reinterpret_cast<unsigned char*>(dst);
+    AICFC_GRID_STRIDE(i, nbytes) { d[i] = s[i]; }
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void permute(const T* x, T* out,
+                                        const int64_t* meta, int rank, int64_t n) {
+  AICFC_GRID_STRIDE(i, n) {
+    int64_t rest = i, src = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      int64_t dim = meta[d];
+      src += (rest % dim) * meta[rank + d];
+      rest /= dim;
+    }
+    out[i] = x[src];
+  }
+}
+
+extern "C" __global__ void aicfc_permute_b32(const uint32_t* x, uint32_t* out, const int64_t* meta,
+                                             int32_t rank, int64_t n) {
+  permute<uint32_t>(x, out, meta, rank, n);
+}
+
+extern "C" __global__ void aicfc_permute_b64(const uint64_t* x, uint64_t* out, const int64_t* meta,
+                                             int32_t rank, int64_t n) {
+  permute<uint64_t>(x, out, meta, rank, n);
+}

@@ -1,0 +1,158 @@
+// Losses and row-wise softmax (float32, rows of the last axis).
+//
+// aicfc_cross_entropy_f32_{i32,i64}: loss = mean_n(logsumexp(x_n) - x_n[y_n])
+//   (reference.cross_entropy: log-sum-exp, never log(softmax)).
+//   ABI: (logits [N, C], labels [N], loss [], workspace, int32 N, int32 C).
+// aicfc_cross_entropy_grad_f32_{i32,i64}: dx = (softmax(x) - onehot(y)) * dloss / N.
+//   ABI: (logits, labels, dloss [], dx [N, C], int32 N, int32 C).
+// aicfc_softmax_f32: y = softmax(x) along the last axis.  ABI: (x, y, int32 rows, int32 C).
+// aicfc_softmax_grad_f32: dx = y * (dy - sum(dy * y)).  ABI: (dy, y, dx, int32 rows, int32 C).
+// aicfc_mse_loss_f32: mean((p - t)^2).  ABI: (p, t, loss [], workspace, int64 n).
+// aicfc_mse_loss_grad_f32: 2 (p - t) dloss / n.  ABI: (p, t, dloss [], dp, int64 n).
+//
+// One warp per row (8 rows per 256-thread block). The scalar losses reduce
+// deterministically: each block writes its partial sum to the workspace, and the
+// last block to finish adds the partials in block order (common.cuh). Workspace
+// layout: uint32 counter at byte 0, float partials from byte 256 (one per block).
+#include "common.cuh"
+
+AICFC_EXPORT_ABI_VERSION
+
+namespace {
+
+constexpr int kRowsPerBlock = 8;
+
+__device__ __forceinline__ float row_max(const float* x, int C, int lane) {
+  float m = __int_as_float(0xff800000);  // -inf (NVRTC has no math.h)
+  for (int c = lane; c < C; c += 32) m = fmaxf(m, __ldg(x + c));
+  return aicfc::warp_max(m);
+}
+
+__device__ __forceinline__ float row_sum_exp(const float* x, int C, float mx, int lane) {
+  float s = 0.0f;
+  for (int c = lane; c < C; c += 32) s += expf(__ldg(x + c) - mx);
+  return aicfc::warp_sum(s);
+}
+
+// Adds each block's `partial` (valid in thread 0) in block order into *out; the last
+// block writes out[0] = scale * sum.
+__device__ __forceinline__ void finish_mean(float partial, void* workspace, float* out,
+                                            float scale) {
+  uint32_t* counter = reinterpret_cast<uint32_t*>(workspace);
+  float* partials = reinterpret_cast<float*>(reinterpret_cast<char*>(workspace) + 256);
+  if (threadIdx.x == 0) partials[blockIdx.x] = partial;
+  if (aicfc::last_block_done(counter)) {
+    __shared__ float scratch[32];
+    float s = 0.0f;
+    for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x) s += __ldcg(partials + b);
+    s = aicfc::block_sum(s, scratch);
+    if (threadIdx.x == 0) out[0] = s * scale;
+  }
+}
+
+template <typename L>
+__device__ void cross_entropy(const float* __restrict__ logits, const L* __restrict__ labels,
+                              float* __restrict__ loss, void* workspace, int N, int C) {
+  __shared__ float rows[kRowsPerBlock];
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int n = blockIdx.x * kRowsPerBlock + warp;
+  float l = 0.0f;
+  if (n < N) {
+    const float* x = logits + (size_t)n * C;
+    float mx = row_max(x, C, lane);
+    float lse = logf(row_sum_exp(x, C, mx, lane));
+    l = lse - (__ldg(x + (int)labels[n]) - mx);
+  }
+  if (lane == 0) rows[warp] = l;
+  __syncthreads();
+  float partial = 0.0f;
+  if (threadIdx.x == 0)
+    for (int r = 0; r < kRowsPerBlock; ++r) partial += rows[r];
+  finish_mean(partial, workspace, loss, 1.0f / (float)N);
+}
+
+template <typename L>
+__device__ void cross_entropy_grad(const float* __restrict__ logits, const L* __restrict__ labels,
+                                   const float* __restrict__ dloss, float* __restrict__ dx, int N,
+                                   int C) {
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int n = blockIdx.x * kRowsPerBlock + warp;
+  if (n >= N) return;
+  const float* x = logits + (size_t)n * C;
+  float* d = dx + (size_t)n * C;
+  float mx = row_max(x, C, lane);
+  float inv = 1.0f / row_sum_exp(x, C, mx, lane);
+  float scale = dloss[0] / (float)N;
+  int y = (int)labels[n];
+  for (int c = lane; c < C; c += 32) {
+    float g = expf(__ldg(x + c) - mx) * inv - (c == y ? 1.0f : 0.0f);
+    d[c] = g * scale;
+  }
+}
+
+}  // namespace
+
+// Grid: ceil(N / 8) blocks of 256 threads (the workspace holds one partial per block).
+#define AICFC_CE(LT, CT)                                                                        \
+  extern "C" __global__ void __launch_bounds__(256) aicfc_cross_entropy_f32_##LT(              \
+      const float* logits, const CT* labels, float* loss, void* workspace, int32_t N,           \
+      int32_t C) {                                                                              \
+    cross_entropy<CT>(logits, labels, loss, workspace, N, C);                                   \
+  }                                                                                             \
+  extern "C" __global__ void __launch_bounds__(256) aicfc_cross_entropy_grad_f32_##LT(         \
+      const float* logits, const CT* labels, const float* dloss, float* dx, int32_t N,          \
+      int32_t C) {                                                                              \
+    cross_entropy_grad<CT>(logits, labels, dloss, dx, N, C);                                    \
+  }
+
+AICFC_CE(i32, int32_t)
+AICFC_CE(i64, int64_t)
+
+// Grid: ceil(rows / 8) blocks of 256 threads.
+extern "C" __global__ void __launch_bounds__(256)
+    aicfc_softmax_f32(const float* __restrict__ x, float* __restrict__ y, int32_t rows, int32_t C) {
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int n = blockIdx.x * kRowsPerBlock + warp;
+  if (n >= rows) return;
+  const float* xr = x + (size_t)n * C;
+  float mx = row_max(xr, C, lane);
+  float inv = 1.0f / row_sum_exp(xr, C, mx, lane);
+  for (int c = lane; c < C; c += 32) y[(size_t)n * C + c] = expf(__ldg(xr + c) - mx) * inv;
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    aicfc_softmax_grad_f32(const float* __restrict__ dy, const float* __restrict__ y,
+                           float* __restrict__ dx, int32_t rows, int32_t C) {
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int n = blockIdx.x * kRowsPerBlock + warp;
+  if (n >= rows) return;
+  size_t base = (size_t)n * C;
+  float s = 0.0f;
+  for (int c = lane; c < C; c += 32) s += __ldg(dy + base + c) * __ldg(y + base + c);
+  s = aicfc::warp_sum(s);
+  for (int c = lane; c < C; c += 32) dx[base + c] = __ldg(y + base + c) * (__ldg(dy + base + c) - s);
+}
+
+// Grid: up to 1024 blocks of 256 threads, grid-stride.
+extern "C" __global__ void __launch_bounds__(256)
+    aicfc_mse_loss_f32(const float* __restrict__ p, const float* __restrict__ t,
+                       float* __restrict__ loss, void* workspace, int64_t n) {
+  __shared__ float scratch[32];
+  float s = 0.0f;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    float d = __ldg(p + i) - __ldg(t + i);
+    s += d * d;
+  }
+  s = aicfc::block_sum(s, scratch);
+  finish_mean(s, workspace, loss, 1.0f / (float)n);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    aicfc_mse_loss_grad_f32(const float* __restrict__ p, const float* __restrict__ t,
+                            const float* __restrict__ dloss, float* __restrict__ dp, int64_t n) {
+  float scale = dloss[0] / (float)n;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    dp[i] = 2.0f * (__ldg(p + i) - __ldg(t + i)) * scale;
+}

@@ -1,0 +1,235 @@
+"""The CUDA kernels of the registry, as plain data (joined by runtime/registry.py).
+
+Each entry names its `kernels/*.cu` source and `extern "C"` symbol and the C ABI of
+its scalars; the CuPy backend (runtime/cuda_launch.py) computes each scalar by name
+from the launch's shapes and `params` and converts it to exactly that C type. Launch
+order is the registry's: input buffers, output buffers (then a backend-owned
+workspace for entries flagged "workspace"), then the scalars; a scalar named
+`meta` is the device address (uint64_t) of a small int64 table that the backend
+builds and uploads at load (permute strides, the multi-tensor list). Kernels flagged
+"library" call cuBLASLt through nvmath-python and have no source.
+
+GEMM entries come in one per (transpose_a, transpose_b) pair (symbol suffixes
+_nn, _nt, _tn, _tt). Selection among them (runtime/selector.py rules): strict fp32
+uses cuBLASLt where its 16-byte row alignment holds (priority 10), else our own
+SIMT kernels (the 128x128 tile only from 512x512 up); TF32 kernels are refused
+unless the compile allows TF32 (`requires=("tf32",)`), and then outscore the rest
+(tensor cores). cuBLASLt's GELU epilogue is the tanh approximation, not the exact
+erf GELU of graph.gelu, so cuBLASLt entries refuse act=gelu.
+
+Imports nothing but the registry's dataclasses.
+"""
+
+from __future__ import annotations
+
+from aicfc.runtime.registry import Constraints, KernelSpec
+
+F32 = ("f32",)
+_LABELS = ((1, ("i32", "i64")),)
+_I64_OFFSET = ((1, ("i64",)),)
+_PAIRS = {"nn": (False, False), "nt": (False, True), "tn": (True, False), "tt": (True, True)}
+_GEMM_ABI = (("M", "int32_t"), ("N", "int32_t"), ("K", "int32_t"), ("act", "int32_t"))
+_ACTS = ("none", "relu", "gelu")
+_GEMM_OPS = ("graph.gemm_epilogue", "graph.matmul")
+
+
+def _short(op: str) -> str:
+    return op.split(".", 1)[1]
+
+
+def _gemm_family(
+    tag: str,
+    symbol: str,
+    flags: frozenset[str],
+    constraints: Constraints,
+    priority: int,
+) -> list[KernelSpec]:
+    return [
+        KernelSpec(
+            name=f"cuda.{_short(op)}_{tag}_{suffix}",
+            op=op,
+            backend="cuda",
+            dtypes=F32,
+            transposes=(pair,),
+            constraints=constraints,
+            flags=flags | ({"fused"} if op == "graph.gemm_epilogue" else frozenset()),
+            abi=_GEMM_ABI,
+            source="gemm.cu",
+            symbol=f"{symbol}_{suffix}",
+            priority=priority,
+        )
+        for op in _GEMM_OPS
+        for suffix, pair in _PAIRS.items()
+    ]
+
+
+_GEMMS = (
+    _gemm_family("f32_s64", "aicfc_gemm_f32_s64", frozenset(), Constraints(activations=_ACTS), 0)
+    + _gemm_family(
+        "f32", "aicfc_gemm_f32", frozenset(), Constraints(activations=_ACTS, min_mnk=(512, 512, 8)), 0
+    )
+    + _gemm_family(
+        "tf32",
+        "aicfc_gemm_tf32",
+        frozenset({"tensor_core", "tf32"}),
+        Constraints(activations=_ACTS, min_arch=80, requires=("tf32",)),
+        0,
+    )
+)
+
+_CUBLASLT = tuple(
+    KernelSpec(
+        name=f"cuda.{_short(op)}_cublaslt_{prec}",
+        op=op,
+        backend="cuda",
+        dtypes=F32,
+        constraints=Constraints(
+            activations=("none", "relu"),
+            alignment=16,
+            min_arch=80 if prec == "tf32" else 0,
+            requires=("tf32",) if prec == "tf32" else (),
+        ),
+        flags=frozenset(
+            {"library", "cublaslt"}
+            | ({"tensor_core", "tf32"} if prec == "tf32" else set())
+            | ({"fused"} if op == "graph.gemm_epilogue" else set())
+        ),
+        priority=10,
+    )
+    for op in _GEMM_OPS
+    for prec in ("f32", "tf32")
+)
+
+
+def _k(
+    name: str,
+    op: str,
+    source: str,
+    symbol: str,
+    abi: tuple[tuple[str, str], ...],
+    dtypes: tuple[str, ...] = F32,
+    constraints: Constraints | None = None,
+    flags: tuple[str, ...] = (),
+) -> KernelSpec:
+    return KernelSpec(
+        name=f"cuda.{name}",
+        op=op,
+        backend="cuda",
+        dtypes=dtypes,
+        constraints=constraints or Constraints(),
+        flags=frozenset(flags),
+        abi=abi,
+        source=source,
+        symbol=symbol,
+    )
+
+
+_N = (("n", "int64_t"),)
+_INPLACE = ("inplace_ok",)
+
+_ELEMENTWISE = [
+    _k(f"{op}_{dt}", f"graph.{op}", "elementwise.cu", f"aicfc_{op}_{dt}", _N, (dt,), flags=_INPLACE)
+    for op in ("add", "sub", "mul")
+    for dt in ("f32", "i32", "i64")
+] + [
+    _k("bias_add_f32", "graph.bias_add", "elementwise.cu", "aicfc_bias_add_f32",
+       (("n", "int64_t"), ("C", "int64_t")), flags=_INPLACE),
+    _k("relu_f32", "graph.relu", "elementwise.cu", "aicfc_relu_f32", _N, flags=_INPLACE),
+    _k("gelu_f32", "graph.gelu", "elementwise.cu", "aicfc_gelu_f32", _N, flags=_INPLACE),
+    _k("tanh_f32", "graph.tanh", "elementwise.cu", "aicfc_tanh_f32", _N, flags=_INPLACE),
+    _k("relu_grad_f32", "autodiff.relu_grad", "elementwise.cu", "aicfc_relu_grad_f32", _N,
+       flags=_INPLACE),
+    _k("gelu_grad_f32", "autodiff.gelu_grad", "elementwise.cu", "aicfc_gelu_grad_f32", _N,
+       flags=_INPLACE),
+    _k("tanh_grad_f32", "autodiff.tanh_grad", "elementwise.cu", "aicfc_tanh_grad_f32", _N,
+       flags=_INPLACE),
+]
+
+_ANY = ("f16", "f32", "f64", "i1", "i32", "i64")
+_WIDE = ("f32", "i32", "i64")
+_PERMUTE_ABI = (("meta", "uint64_t"), ("rank", "int32_t"), ("n", "int64_t"))
+
+_LAYOUT = [
+    _k("copy", "exec.copy", "elementwise.cu", "aicfc_copy_bytes", (("nbytes", "int64_t"),), _ANY),
+    _k("reshape", "graph.reshape", "elementwise.cu", "aicfc_copy_bytes", (("nbytes", "int64_t"),),
+       _ANY),
+    _k("transpose_b32", "graph.transpose", "elementwise.cu", "aicfc_permute_b32", _PERMUTE_ABI,
+       ("f32", "i32")),
+    _k("transpose_b64", "graph.transpose", "elementwise.cu", "aicfc_permute_b64", _PERMUTE_ABI,
+       ("f64", "i64")),
+    _k("broadcast_to_b32", "graph.broadcast_to", "elementwise.cu", "aicfc_permute_b32",
+       _PERMUTE_ABI, ("f32", "i32")),
+    _k("broadcast_to_b64", "graph.broadcast_to", "elementwise.cu", "aicfc_permute_b64",
+       _PERMUTE_ABI, ("f64", "i64")),
+]
+
+_ROWS = (("rows", "int32_t"), ("C", "int32_t"))
+_NC = (("N", "int32_t"), ("C", "int32_t"))
+
+_LOSSES = [
+    _k(f"cross_entropy_f32_{lt}", "graph.cross_entropy", "loss.cu", f"aicfc_cross_entropy_f32_{lt}",
+       _NC, constraints=Constraints(operand_dtypes=((1, (lt,)),)), flags=("workspace",))
+    for lt in ("i32", "i64")
+] + [
+    _k(f"cross_entropy_grad_f32_{lt}", "autodiff.cross_entropy_grad", "loss.cu",
+       f"aicfc_cross_entropy_grad_f32_{lt}", _NC,
+       constraints=Constraints(operand_dtypes=((1, (lt,)),)))
+    for lt in ("i32", "i64")
+] + [
+    _k("softmax_f32", "graph.softmax", "loss.cu", "aicfc_softmax_f32", _ROWS),
+    _k("softmax_grad_f32", "autodiff.softmax_grad", "loss.cu", "aicfc_softmax_grad_f32", _ROWS),
+    _k("mse_loss_f32", "graph.mse_loss", "loss.cu", "aicfc_mse_loss_f32", _N, flags=("workspace",)),
+    _k("mse_loss_grad_f32", "autodiff.mse_loss_grad", "loss.cu", "aicfc_mse_loss_grad_f32", _N),
+]
+
+_REDUCTIONS = [
+    _k("epilogue_grad_f32", "autodiff.epilogue_grad", "reduce.cu", "aicfc_epilogue_grad_f32",
+       (("M", "int32_t"), ("N", "int32_t"), ("act", "int32_t")), flags=("fused",),
+       constraints=Constraints(activations=("relu", "gelu"))),
+    _k("reduce_sum_f32", "graph.reduce_sum", "reduce.cu", "aicfc_reduce_sum_f32",
+       (("outer", "int64_t"), ("R", "int64_t"), ("inner", "int64_t"))),
+]
+
+_DROPOUT_ABI = (("p", "double"), ("seed", "int64_t"), ("n", "int64_t"))
+_ADAM_ABI = (
+    ("meta", "uint64_t"),
+    ("ntensors", "int32_t"),
+    ("nchunks", "int32_t"),
+    ("chunk", "int32_t"),
+    ("lr", "double"),
+    ("beta1", "double"),
+    ("beta2", "double"),
+    ("eps", "double"),
+    ("weight_decay", "double"),
+    ("decoupled_weight_decay", "int32_t"),
+)
+_SGD_ABI = (
+    ("lr", "double"),
+    ("momentum", "double"),
+    ("weight_decay", "double"),
+    ("nesterov", "int32_t"),
+    ("n", "int64_t"),
+)
+
+_RANDOM_AND_OPTIM = [
+    _k("dropout_f32", "graph.dropout", "dropout.cu", "aicfc_dropout_f32", _DROPOUT_ABI,
+       constraints=Constraints(operand_dtypes=_I64_OFFSET), flags=_INPLACE),
+    _k("dropout_grad_f32", "autodiff.dropout_grad", "dropout.cu", "aicfc_dropout_f32",
+       _DROPOUT_ABI, constraints=Constraints(operand_dtypes=_I64_OFFSET), flags=_INPLACE),
+    _k("adam_step_multi_tensor_f32", "autodiff.adam_step", "optim.cu",
+       "aicfc_adam_multi_tensor_f32", _ADAM_ABI,
+       flags=("inplace_ok", "multi_tensor", "workspace")),
+    _k("sgd_step_f32", "autodiff.sgd_step", "optim.cu", "aicfc_sgd_f32", _SGD_ABI,
+       flags=_INPLACE),
+]
+
+KERNELS: tuple[KernelSpec, ...] = (
+    *_GEMMS,
+    *_CUBLASLT,
+    *_ELEMENTWISE,
+    *_LAYOUT,
+    *_LOSSES,
+    *_REDUCTIONS,
+    *_RANDOM_AND_OPTIM,
+)
+"""Every CUDA kernel; runtime/registry.py appends these to its REGISTRY."""
