@@ -32,16 +32,16 @@ from dataclasses import dataclass
 
 from xdsl.builder import Builder
 from xdsl.context import Context
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from aicfc.dialects.autodiff import BackwardOp
 from aicfc.dialects.diagnostics import OpError, location_of
-from aicfc.dialects.graph import AddOp, ConstantOp
+from aicfc.dialects.graph import AddOp
 from aicfc.dialects.tensors import is_float
-from aicfc.passes.vjp_rules import VJP_RULES, VjpContext, why_not_differentiable
+from aicfc.passes.vjp_rules import VJP_RULES, VjpContext, splat, why_not_differentiable
 
 
 def loss_slice(loss: SSAValue) -> list[Operation]:
@@ -87,10 +87,6 @@ def differentiation_path(
 
 def _is_float_tensor(v: SSAValue) -> bool:
     return isinstance(v.type, TensorType) and is_float(v.type.element_type)
-
-
-def _splat(t: TensorType, value: float) -> ConstantOp:
-    return ConstantOp(DenseIntOrFPElementsAttr.from_list(t, [value]))
 
 
 @dataclass
@@ -155,8 +151,7 @@ def expand_backward(backward: BackwardOp) -> None:
     if loss in active:
         seed = backward.seed
         if seed is None:
-            assert isinstance(loss.type, TensorType)
-            seed = ex.new(_splat(loss.type, 1.0), backward)
+            seed = ex.new(splat(loss.type, 1.0), backward)
         ex.grads[loss] = seed
 
     for op in reversed(path):
@@ -184,8 +179,7 @@ def expand_backward(backward: BackwardOp) -> None:
     results: list[SSAValue] = []
     for v in wrt:
         if v not in ex.grads:  # the loss does not depend on v
-            assert isinstance(v.type, TensorType)
-            ex.grads[v] = ex.new(_splat(v.type, 0.0), backward)
+            ex.grads[v] = ex.new(splat(v.type, 0.0), backward)
         ex.name(v)
         results.append(ex.grads[v])
     Rewriter.replace_op(backward, [], results)

@@ -109,10 +109,15 @@ VjpRule = Callable[[VjpContext, Any, Sequence[Grad]], Sequence[Grad]]
 # ----------------------------------------------------------------------------
 
 
+def splat(t: Attribute, v: float) -> g.ConstantOp:
+    """A graph.constant of float tensor type `t` with every element `v` (not inserted)."""
+    assert isinstance(t, TensorType)
+    return g.ConstantOp(DenseIntOrFPElementsAttr.from_list(t, [v]))
+
+
 def constant(ctx: VjpContext, t: Attribute, v: float) -> SSAValue:
     """A splat graph.constant of tensor type `t` filled with `v`."""
-    assert isinstance(t, TensorType)
-    return ctx.value(g.ConstantOp(DenseIntOrFPElementsAttr.from_list(t, [v])))
+    return ctx.value(splat(t, v))
 
 
 def scale(ctx: VjpContext, x: SSAValue, v: float) -> SSAValue:
@@ -195,7 +200,7 @@ def _gemm_epilogue(ctx: VjpContext, op: g.GemmEpilogueOp, grads: Sequence[Grad])
         if act == Activation.RELU:
             dz = ctx.value(ad.ReluGradOp(dy, op.result))  # relu'(z) = (y > 0)
         elif act == Activation.GELU:
-            z = op.pre_act
+            z: SSAValue | None = op.pre_act
             if z is None:  # recompute Z with the same GEMM and bias, no activation
                 z = ctx.value(
                     g.GemmEpilogueOp(

@@ -419,3 +419,26 @@ def test_gradient_ops_need_no_differentiation_off_the_path() -> None:
         [0],
     )
     gradcheck(case)
+
+
+def test_rule_table_is_exhaustive() -> None:
+    """Every graph and autodiff op has a VJP rule or is declared not differentiable, not both."""
+    from aicfc.dialects.autodiff import Autodiff
+    from aicfc.dialects.flags import op_info
+    from aicfc.dialects.graph import Graph
+    from aicfc.passes.vjp_rules import VJP_RULES
+
+    for cls in [*Graph.operations, *Autodiff.operations]:
+        info = op_info(cls)
+        assert info is not None, cls.name
+        if info.differentiable:
+            assert cls in VJP_RULES, f"{cls.name} is differentiable but has no VJP rule"
+        else:
+            assert cls not in VJP_RULES, f"{cls.name} is declared not differentiable"
+            assert info.why_not, f"{cls.name} does not say why it is not differentiable"
+    assert {c.name for c in VJP_RULES} >= {
+        "graph.matmul",
+        "graph.gemm_epilogue",
+        "autodiff.relu_grad",
+        "autodiff.epilogue_grad",
+    }
