@@ -38,9 +38,15 @@ class LocatingParser(Parser):
         self.line_offset = line_offset
 
     def parse_operation(self) -> Operation:
-        loc = self._current_token.span.get_location()
+        start = self._current_token.span
+        loc = start.get_location()
         line, col = loc.line, loc.col
-        op = super().parse_operation()
+        try:
+            op = super().parse_operation()
+        except VerifyException as e:
+            # A type or attribute that fails its own verify() while it is parsed
+            # (e.g. !exec.buffer<?x4xf32, tmp>) has no position: report it at the op.
+            raise ParseError(start, " ".join(str(e).split())) from None
         if isinstance(op.location, UnknownLoc):
             op.location = FileLineColLoc(
                 StringAttr(self.file_name), IntAttr(line + self.line_offset), IntAttr(col)
@@ -65,8 +71,10 @@ def verify_located(module: Operation, name: str = "") -> None:
         try:
             op.verify(verify_nested_ops=False)
         except (VerifyException, DiagnosticException) as e:
-            lines = str(e).splitlines()
-            first = lines[0] if lines else type(e).__name__
+            # xDSL's constraint errors put the mismatch on a second line
+            # ("result 'result' at position 0 does not verify:\nattribute ... but got ...").
+            lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+            first = " ".join(lines) if lines else type(e).__name__
             if not first.startswith(op.name):
                 first = f"'{op.name}' {first}"
             raise IRError(format_diagnostic(op, "error", first, name)) from None

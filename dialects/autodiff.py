@@ -473,7 +473,10 @@ class AdamStepOp(AicfcOp):
             if not 0.0 <= b < 1.0:
                 raise VerifyException(f"{self.name}: {what} must be in [0, 1), got {b}")
         if self.eps.value.data < 0.0 or self.lr.value.data < 0.0:
-            raise VerifyException(f"{self.name}: lr and eps must be non-negative")
+            raise VerifyException(
+                f"{self.name}: lr and eps must be non-negative, got lr = {self.lr.value.data}, "
+                f"eps = {self.eps.value.data}"
+            )
 
 
 @irdl_op_definition

@@ -72,7 +72,7 @@ from xdsl.utils.str_enum import StrEnum
 
 from aicfc.dialects.flags import ALIAS_POLICIES
 from aicfc.dialects.params import ParamValue, attr_to_params, params_to_attr
-from aicfc.dialects.tensors import fmt_shape, itemsize, numel
+from aicfc.dialects.tensors import itemsize, numel
 
 # ----------------------------------------------------------------------------
 # Types
@@ -145,7 +145,8 @@ class BufferType(ParametrizedAttribute, TypeAttribute):
 
     def verify(self) -> None:
         if any(d.data < 0 for d in self.shape.data):
-            raise VerifyException(f"exec.buffer: dims must be static, got {fmt_shape(self.get_shape())}")
+            dims = ", ".join("?" if d < 0 else str(d) for d in self.get_shape())
+            raise VerifyException(f"exec.buffer: dims must be static, got [{dims}]")
 
 
 def buffer_type(value: SSAValue) -> BufferType:

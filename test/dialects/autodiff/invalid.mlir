@@ -1,0 +1,155 @@
+// One case per verifier message of the autodiff dialect: each checks the
+// message (which names the op and what mismatches) and where it points. Every
+// `raise VerifyException` in dialects/autodiff.py must be exercised by a case
+// here (test/python/test_registry.py says which one is missing).
+// RUN: aicfc-opt %s --split-input-file --verify-diagnostics | filecheck %s
+
+func.func @backward_loss_not_scalar(%l: tensor<2xf32>, %w: tensor<4xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.backward: loss must have one element, got shape [2]
+  %g = autodiff.backward %l wrt %w : tensor<2xf32>, (tensor<4xf32>) -> (tensor<4xf32>)
+  func.return
+}
+
+// -----
+
+func.func @backward_result_count(%l: tensor<f32>, %w: tensor<4xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.backward: 1 values in wrt but 2 results
+  %g:2 = "autodiff.backward"(%l, %w) <{operandSegmentSizes = array<i32: 1, 1, 0>}> : (tensor<f32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  func.return
+}
+
+// -----
+
+func.func @backward_result_type(%l: tensor<f32>, %w: tensor<4xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.backward: result #0 has type tensor<8xf32>, expected tensor<4xf32> (the type of wrt #0)
+  %g = autodiff.backward %l wrt %w : tensor<f32>, (tensor<4xf32>) -> (tensor<8xf32>)
+  func.return
+}
+
+// -----
+
+func.func @softmax_grad_axis(%dy: tensor<8x10xf32>, %y: tensor<8x10xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.softmax_grad: axis -3 is out of range for rank 2
+  %dx = autodiff.softmax_grad %dy, %y axis = -3 : tensor<8x10xf32>
+  func.return
+}
+
+// -----
+
+func.func @cross_entropy_grad_labels(%x: tensor<8x10xf32>, %y: tensor<8xf32>, %dl: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.cross_entropy_grad: expected logits [N, C] and i32/i64 labels [N], got tensor<8x10xf32> and tensor<8xf32>
+  %dx = autodiff.cross_entropy_grad %x, %y, %dl : (tensor<8x10xf32>, tensor<8xf32>, tensor<f32>) -> tensor<8x10xf32>
+  func.return
+}
+
+// -----
+
+func.func @cross_entropy_grad_label_shape(%x: tensor<8x10xf32>, %y: tensor<4xi32>, %dl: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.cross_entropy_grad: labels must have shape [8], got [4]
+  %dx = autodiff.cross_entropy_grad %x, %y, %dl : (tensor<8x10xf32>, tensor<4xi32>, tensor<f32>) -> tensor<8x10xf32>
+  func.return
+}
+
+// -----
+
+func.func @cross_entropy_grad_dloss(%x: tensor<8x10xf32>, %y: tensor<8xi32>, %dl: tensor<8xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.cross_entropy_grad: grad must be tensor<f32>, got tensor<8xf32>
+  %dx = autodiff.cross_entropy_grad %x, %y, %dl : (tensor<8x10xf32>, tensor<8xi32>, tensor<8xf32>) -> tensor<8x10xf32>
+  func.return
+}
+
+// -----
+
+func.func @mse_loss_grad_target(%p: tensor<8x4xf32>, %t: tensor<8x2xf32>, %dl: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.mse_loss_grad: pred tensor<8x4xf32> and target tensor<8x2xf32> must have one type
+  %dp = autodiff.mse_loss_grad %p, %t, %dl : (tensor<8x4xf32>, tensor<8x2xf32>, tensor<f32>) -> tensor<8x4xf32>
+  func.return
+}
+
+// -----
+
+func.func @mse_loss_grad_dloss(%p: tensor<8x4xf32>, %t: tensor<8x4xf32>, %dl: tensor<f64>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.mse_loss_grad: grad must be tensor<f32>, got tensor<f64>
+  %dp = autodiff.mse_loss_grad %p, %t, %dl : (tensor<8x4xf32>, tensor<8x4xf32>, tensor<f64>) -> tensor<8x4xf32>
+  func.return
+}
+
+// -----
+
+func.func @dropout_grad_p(%dy: tensor<8xf32>, %off: tensor<i64>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.dropout_grad: p must be in [0, 1), got -0.5
+  %dx = autodiff.dropout_grad %dy, %off p -0.5 seed 7 : tensor<8xf32>, tensor<i64>
+  func.return
+}
+
+// -----
+
+func.func @epilogue_grad_rank(%dy: tensor<8xf32>, %y: tensor<8xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.epilogue_grad: grad must be rank 2 [M, N], got [8]
+  %dz, %db = autodiff.epilogue_grad %dy, %y act relu : (tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>)
+  func.return
+}
+
+// -----
+
+func.func @epilogue_grad_saved(%dy: tensor<8x16xf32>, %y: tensor<16x8xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.epilogue_grad: grad tensor<8x16xf32> and saved tensor<16x8xf32> must have one type
+  %dz, %db = autodiff.epilogue_grad %dy, %y act relu : (tensor<8x16xf32>, tensor<16x8xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  func.return
+}
+
+// -----
+
+func.func @epilogue_grad_act_none(%dy: tensor<8x16xf32>, %y: tensor<8x16xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.epilogue_grad: act must be relu or gelu (for none, dZ = dY: use graph.reduce_sum)
+  %dz, %db = autodiff.epilogue_grad %dy, %y act none : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  func.return
+}
+
+// -----
+
+func.func @adam_step_counter(%p: tensor<4xf32>, %s: tensor<i64>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: step must be a scalar tensor<f32>, got tensor<i64>
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr 1.0e-3 : tensor<4xf32>, tensor<i64>
+  func.return
+}
+
+// -----
+
+func.func @adam_step_beta(%p: tensor<4xf32>, %s: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: beta2 must be in [0, 1), got 1.0
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr 1.0e-3 beta2 1.0 : tensor<4xf32>, tensor<f32>
+  func.return
+}
+
+// -----
+
+func.func @adam_step_negative_lr(%p: tensor<4xf32>, %s: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: lr and eps must be non-negative, got lr = -0.001, eps = 1e-08
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr -1.0e-3 : tensor<4xf32>, tensor<f32>
+  func.return
+}
+
+// -----
+
+func.func @sgd_step_momentum_without_buffer(%p: tensor<4xf32>, %g: tensor<4xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.sgd_step: a momentum buffer operand is needed exactly when momentum != 0 (momentum = 0.9)
+  %p1 = autodiff.sgd_step %p, %g lr 0.1 momentum 0.9 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  func.return
+}
+
+// -----
+
+func.func @sgd_step_nesterov_without_momentum(%p: tensor<4xf32>, %g: tensor<4xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.sgd_step: nesterov needs momentum
+  %p1 = autodiff.sgd_step %p, %g lr 0.1 nesterov : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  func.return
+}
+
+// -----
+
+func.func @sgd_step_buffer_not_returned(%p: tensor<4xf32>, %g: tensor<4xf32>, %buf: tensor<4xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.sgd_step: 1 momentum buffer operand(s) but 0 new momentum buffer result(s); the updated buffer must be returned exactly when one is passed
+  %p1 = autodiff.sgd_step %p, %g, %buf lr 0.1 momentum 0.9 : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  func.return
+}

@@ -1,0 +1,166 @@
+// One case per verifier message of the exec dialect: each checks the message
+// (which names the op and what mismatches) and where it points. Every
+// `raise VerifyException` in dialects/exec.py and in the shared helpers of
+// dialects/params.py must be exercised by a case here or in another dialect's
+// invalid.mlir (test/python/test_registry.py says which one is missing).
+// RUN: aicfc-opt %s --split-input-file --verify-diagnostics | filecheck %s
+
+exec.program @dynamic_buffer {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: exec.buffer: dims must be static, got [?, 4]
+  %t = exec.alloc : !exec.buffer<?x4xf32, tmp>
+  exec.graph {
+    exec.launch "numpy.noop"() outs() : () -> ()
+  }
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:1: error: exec.program @no_graph: expected exactly one exec.graph, found 0
+exec.program @no_graph {
+  %t = exec.alloc : !exec.buffer<4xf32, tmp>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:1: error: exec.program @buffer_name_twice: buffer name "x" is declared twice
+exec.program @buffer_name_twice {
+  %a = exec.buffer "x" : !exec.buffer<4xf32, input>
+  %b = exec.buffer "x" : !exec.buffer<4xf32, input>
+  exec.graph {
+    exec.launch "numpy.noop"() outs() : () -> ()
+  }
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:1: error: exec.program @op_at_program_level: exec.copy is not allowed at program level (only exec.buffer, exec.alloc, exec.constant, exec.graph, exec.output)
+exec.program @op_at_program_level {
+  %a = exec.alloc : !exec.buffer<4xf32, tmp>
+  %b = exec.alloc : !exec.buffer<4xf32, tmp>
+  exec.copy %a -> %b : !exec.buffer<4xf32, tmp> -> !exec.buffer<4xf32, tmp>
+  exec.graph {
+    exec.launch "numpy.noop"() outs() : () -> ()
+  }
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:1: error: exec.program @offset_without_arena: an exec.alloc has an offset but no arena size
+exec.program @offset_without_arena {
+  %a = exec.alloc offset 0 : !exec.buffer<4xf32, tmp>
+  exec.graph {
+    exec.launch "numpy.noop"() outs() : () -> ()
+  }
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:1: error: exec.program @offset_past_arena: exec.alloc at offset 32 ends at byte 96, past the arena of 64 bytes
+exec.program @offset_past_arena arena 64 {
+  %a = exec.alloc offset 32 : !exec.buffer<16xf32, tmp>
+  exec.graph {
+    exec.launch "numpy.noop"() outs() : () -> ()
+  }
+}
+
+// -----
+
+exec.program @buffer_role_tmp {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: exec.buffer "t": role must be input, param or state, got tmp (use exec.alloc for tmp, exec.constant for const)
+  %a = exec.buffer "t" : !exec.buffer<4xf32, tmp>
+  exec.graph {
+    exec.launch "numpy.noop"() outs() : () -> ()
+  }
+}
+
+// -----
+
+exec.program @alloc_role_param {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: exec.alloc: role must be tmp, got !exec.buffer<4xf32, param>
+  %a = exec.alloc : !exec.buffer<4xf32, param>
+  exec.graph {
+    exec.launch "numpy.noop"() outs() : () -> ()
+  }
+}
+
+// -----
+
+exec.program @constant_type {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: exec.constant: result !exec.buffer<2xi64, const> does not hold the value's type tensor<i64> with role const
+  %c = exec.constant dense<1> : tensor<i64> -> !exec.buffer<2xi64, const>
+  exec.graph {
+    exec.launch "numpy.noop"() outs() : () -> ()
+  }
+}
+
+// -----
+
+exec.program @alloc_inside_graph {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: exec.graph: exec.alloc is not allowed inside the capture region (only exec.launch and exec.copy)
+  exec.graph {
+    %a = exec.alloc : !exec.buffer<4xf32, tmp>
+  }
+}
+
+// -----
+
+exec.program @launch_writes_input {
+  %x = exec.buffer "x" : !exec.buffer<4xf32, input>
+  %t = exec.alloc : !exec.buffer<4xf32, tmp>
+  exec.graph {
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.launch "numpy.relu": output #0 is the input buffer "x"; input buffers are read-only
+    exec.launch "numpy.relu"(%t) outs(%x) : (!exec.buffer<4xf32, tmp>) -> (!exec.buffer<4xf32, input>)
+  }
+}
+
+// -----
+
+exec.program @launch_empty_kernel {
+  %t = exec.alloc : !exec.buffer<4xf32, tmp>
+  exec.graph {
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.launch: kernel name is empty
+    exec.launch ""(%t) outs(%t) : (!exec.buffer<4xf32, tmp>) -> (!exec.buffer<4xf32, tmp>)
+  }
+}
+
+// -----
+
+exec.program @launch_output_twice {
+  %t = exec.alloc : !exec.buffer<4xf32, tmp>
+  %u = exec.alloc : !exec.buffer<4xf32, tmp>
+  exec.graph {
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.launch "numpy.adam_step": the same buffer is written by two outputs
+    exec.launch "numpy.adam_step"(%t) outs(%u, %u) : (!exec.buffer<4xf32, tmp>) -> (!exec.buffer<4xf32, tmp>, !exec.buffer<4xf32, tmp>)
+  }
+}
+
+// -----
+
+exec.program @launch_unknown_alias {
+  %t = exec.alloc : !exec.buffer<4xf32, tmp>
+  exec.graph {
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.launch "numpy.relu": unknown alias policy "out1_in0" (known: adam_triplet, out0_in0, sgd_pair)
+    exec.launch "numpy.relu"(%t) outs(%t) alias "out1_in0" : (!exec.buffer<4xf32, tmp>) -> (!exec.buffer<4xf32, tmp>)
+  }
+}
+
+// -----
+
+exec.program @launch_param_type {
+  %t = exec.alloc : !exec.buffer<4xf32, tmp>
+  exec.graph {
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: 'exec.launch' kernel parameter 'shape': unsupported attribute [4 : i64, 1 : i64]
+    exec.launch "numpy.relu"(%t) outs(%t) params {shape = [4, 1]} : (!exec.buffer<4xf32, tmp>) -> (!exec.buffer<4xf32, tmp>)
+  }
+}
+
+// -----
+
+exec.program @copy_shape {
+  %w = exec.buffer "w" : !exec.buffer<4xf32, param>
+  %t = exec.alloc : !exec.buffer<8xf32, tmp>
+  exec.graph {
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.copy: source !exec.buffer<8xf32, tmp> and dest !exec.buffer<4xf32, param> differ in shape or dtype
+    exec.copy %t -> %w : !exec.buffer<8xf32, tmp> -> !exec.buffer<4xf32, param>
+  }
+}
