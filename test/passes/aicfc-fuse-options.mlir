@@ -1,0 +1,36 @@
+// RUN: aicfc-opt %s -p aicfc-fuse | filecheck %s --check-prefix=ALL
+// RUN: aicfc-opt %s -p 'aicfc-fuse{patterns=all}' | filecheck %s --check-prefix=ALL
+// RUN: aicfc-opt %s -p 'aicfc-fuse{patterns=forward}' | filecheck %s --check-prefix=FWD
+// RUN: aicfc-opt %s -p 'aicfc-fuse{patterns=backward}' | filecheck %s --check-prefix=BWD
+// RUN: not aicfc-opt %s -p 'aicfc-fuse{patterns=sideways}' 2>&1 | filecheck %s --check-prefix=BAD
+
+// BAD: aicfc-opt: error: bad pass options in 'aicfc-fuse{patterns=sideways}': aicfc-fuse: unknown value 'sideways' for option 'patterns'; expected one of: all, forward, backward
+
+// The option picks the pattern group: forward (gemm epilogues), backward
+// (activation-grad + bias-grad), or all.
+
+// ALL-LABEL: func.func @layer
+// ALL-NEXT: %y = graph.gemm_epilogue %x, %w bias %b act relu
+// ALL-NEXT: %dz, %db = autodiff.epilogue_grad %dy, %y act relu
+// ALL-NEXT: func.return %y, %dz, %db
+
+// FWD-LABEL: func.func @layer
+// FWD-NEXT: %y = graph.gemm_epilogue %x, %w bias %b act relu
+// FWD-NEXT: %dz = autodiff.relu_grad %dy, %y
+// FWD-NEXT: %db = graph.reduce_sum %dz axes = [0]
+// FWD-NEXT: func.return %y, %dz, %db
+
+// BWD-LABEL: func.func @layer
+// BWD-NEXT: %m = graph.matmul %x, %w
+// BWD-NEXT: %z = graph.bias_add %m, %b
+// BWD-NEXT: %y = graph.relu %z
+// BWD-NEXT: %dz, %db = autodiff.epilogue_grad %dy, %y act relu
+// BWD-NEXT: func.return %y, %dz, %db
+func.func @layer(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %b: tensor<16xf32>, %dy: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<16xf32>) {
+  %m = graph.matmul %x, %w : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+  %z = graph.bias_add %m, %b : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  %y = graph.relu %z : tensor<8x16xf32>
+  %dz = autodiff.relu_grad %dy, %y : tensor<8x16xf32>
+  %db = graph.reduce_sum %dz axes = [0] : tensor<8x16xf32> -> tensor<16xf32>
+  func.return %y, %dz, %db : tensor<8x16xf32>, tensor<8x16xf32>, tensor<16xf32>
+}
