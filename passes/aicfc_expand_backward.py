@@ -91,9 +91,8 @@ def _is_float_tensor(v: SSAValue) -> bool:
 
 @dataclass
 class _Expansion:
-    """The state of expanding one autodiff.backward."""
+    """The state of expanding one autodiff.backward: where to build, what it built, the grads."""
 
-    backward: BackwardOp
     builder: Builder
     created: set[Operation]
     grads: dict[SSAValue, SSAValue]
@@ -147,7 +146,7 @@ def expand_backward(backward: BackwardOp) -> None:
 
     anchor = backward.next_op
     assert anchor is not None  # a verified block ends in a terminator
-    ex = _Expansion(backward, Builder(InsertPoint.before(anchor)), set(), {})
+    ex = _Expansion(Builder(InsertPoint.before(anchor)), set(), {})
     if loss in active:
         seed = backward.seed
         if seed is None:
