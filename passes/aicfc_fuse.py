@@ -225,17 +225,23 @@ def _in_block(op: Operation, block: Block | None) -> Operation:
 
 
 def apply_match(m: Match, rewriter: PatternRewriter) -> bool:
-    """Replace the matched ops by the pattern's fused op; False if it cannot be placed."""
+    """Replace the matched ops by the pattern's fused op.
+
+    Returns False (and leaves the IR as it was) when the fused op cannot be
+    placed, or when a matched value read outside the match has no replacement
+    (a table entry exporting a value its builder does not provide).
+    """
     built = BUILDERS[m.pattern.builder](m)
-    anchor = _insertion_anchor(m, built)
+    replaced: dict[SSAValue, SSAValue] = {m.ops[-1].results[0]: built.result}
+    replaced.update((m.exports[n], new) for n, new in built.exports.items() if n in m.exports)
+    orphaned = any(r not in replaced and m.has_outside_uses(r) for op in m.ops for r in op.results)
+    anchor = None if orphaned else _insertion_anchor(m, built)
     if anchor is None:
         built.op.erase()
         return False
     copy_location(m.ops[0], built.op)
     rewriter.insert(built.op, InsertPoint.before(anchor))
-    replaced: list[tuple[SSAValue, SSAValue]] = [(m.ops[-1].results[0], built.result)]
-    replaced += [(m.exports[name], new) for name, new in built.exports.items() if name in m.exports]
-    for old, new in replaced:
+    for old, new in replaced.items():
         new.name_hint = old.name_hint
         rewriter.replace_all_uses_with(old, new)
     for op in reversed(m.ops):

@@ -8,7 +8,8 @@ sparse row form, as in cuSPARSE and scipy.sparse.csr_matrix:
     row_ptr[i] .. row_ptr[i + 1]   the slice of edges leaving op i
     col_indices[e]                 the consumer of edge e
     result_index[e]                which result of the producer edge e carries
-    operand_index[e]               which operand of the consumer it enters
+    operand_index[e]               which operand of the consumer it enters (for a
+                                   use in a nested region: of the nested user op)
 
 Edges of a row are sorted by (consumer, operand). A use inside a nested
 region counts as an edge to the op of this block that holds the region. The

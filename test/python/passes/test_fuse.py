@@ -148,6 +148,29 @@ def test_csr_records_which_result_an_edge_carries() -> None:
     assert dfg.is_single_use(0)  # each of its two results has one use
 
 
+def test_csr_counts_uses_in_nested_regions_as_edges_to_the_holder() -> None:
+    src = """
+    exec.program @p {
+      %x = exec.buffer "x" : !exec.buffer<4xf32, input>
+      %w = exec.buffer "w" : !exec.buffer<4xf32, param>
+      %t = exec.alloc : !exec.buffer<4xf32, tmp>
+      exec.graph {
+        exec.launch "numpy.add"(%x, %w) outs(%t)
+          : (!exec.buffer<4xf32, input>, !exec.buffer<4xf32, param>) -> (!exec.buffer<4xf32, tmp>)
+        exec.copy %t -> %w : !exec.buffer<4xf32, tmp> -> !exec.buffer<4xf32, param>
+      }
+      exec.output "t" %t : !exec.buffer<4xf32, tmp>
+    }
+    """
+    program = next(iter(parse_module(src).ops))
+    dfg = DataFlowGraph.of_block(program.regions[0].block)
+    # Nodes: x, w, t, exec.graph, exec.output; the launch and the copy are inside node 3.
+    assert dfg.row_ptr.tolist() == [0, 1, 3, 6, 6, 6]
+    assert dfg.col_indices.tolist() == [3, 3, 3, 3, 3, 4]
+    assert dfg.operand_index.tolist() == [0, 1, 1, 0, 2, 0]
+    assert dfg.predecessors(3).tolist() == [0, 1, 1, 2, 2]
+
+
 def test_csr_of_empty_block() -> None:
     fn = find_func(parse_module("func.func @e() {\n  func.return\n}\n"))
     dfg = DataFlowGraph.of_block(fn.body.block)
@@ -220,6 +243,71 @@ def test_a_new_pattern_is_a_table_entry() -> None:
     assert names["fuse_gemm_act_only"] == ["graph.gemm_epilogue", "func.return"]
     # matmul -> bias_add -> relu: the act step must consume the matmul itself.
     assert names["fuse_gemm_bias_relu"][:3] == ["graph.matmul", "graph.bias_add", "graph.relu"]
+
+
+def _fuse_with(patterns: tuple[FusionPattern, ...], src: str) -> tuple[list[str], list[str]]:
+    """Op names of the single function of `src` before and after fusing with `patterns`."""
+    module = parse_module(src)
+    before = [op.name for op in body_ops(find_func(module))]
+    PatternRewriteWalker(FuseFunction(patterns), apply_recursively=False).rewrite_module(module)
+    module.verify()
+    return before, [op.name for op in body_ops(find_func(module))]
+
+
+GEMM = Step("gemm", OpFlag.IS_GEMM_LIKE, constraints=(EmptyEpilogue(),))
+RELU = Step(
+    "act", OpFlag.IS_ACTIVATION, forbidden=OpFlag.IS_FUSED, constraints=(HasEpilogueForm(),)
+)
+
+
+def test_a_value_the_builder_does_not_export_blocks_the_fusion() -> None:
+    """A table entry says the bias step re-exports the raw product, but the
+    gemm_epilogue builder has no such result: the product's other reader would
+    be orphaned, so nothing fuses."""
+    bad = FusionPattern(
+        "bad_export",
+        "forward",
+        (GEMM, Step("bias", OpFlag.IS_BIAS_ADD, exports_input="raw_product")),
+        "gemm_epilogue",
+    )
+    src = """
+    func.func @f(%x: tensor<2x3xf32>, %w: tensor<3x4xf32>, %b: tensor<4xf32>)
+        -> (tensor<2x4xf32>, tensor<2x4xf32>) {
+      %m = graph.matmul %x, %w : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+      %z = graph.bias_add %m, %b : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+      func.return %z, %m : tensor<2x4xf32>, tensor<2x4xf32>
+    }
+    """
+    before, after = _fuse_with((bad,), src)
+    assert after == before == ["graph.matmul", "graph.bias_add", "func.return"]
+
+
+def test_no_fusion_when_no_place_keeps_dominance() -> None:
+    """Reaches the placement guard with an entry used only for this: the raw
+    product %m is exported, so the fused op would have to come before its
+    reader %t, but the bias %b is only defined after %t."""
+    entry = FusionPattern(
+        "placement_probe",
+        "forward",
+        (GEMM, Step("bias", OpFlag.IS_BIAS_ADD, exports_input="pre_act"), RELU),
+        "gemm_epilogue",
+    )
+    src = """
+    func.func @f(%x: tensor<2x3xf32>, %w: tensor<3x4xf32>, %c: tensor<2x4xf32>)
+        -> (tensor<2x4xf32>, tensor<2x4xf32>) {
+      %m = graph.matmul %x, %w : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+      %t = graph.tanh %m : tensor<2x4xf32>
+      %b = graph.reduce_sum %c axes = [0] : tensor<2x4xf32> -> tensor<4xf32>
+      %z = graph.bias_add %m, %b : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+      %y = graph.relu %z : tensor<2x4xf32>
+      func.return %y, %t : tensor<2x4xf32>, tensor<2x4xf32>
+    }
+    """
+    before, after = _fuse_with((entry,), src)
+    assert after == before
+    # The same graph with the real table: %m has two readers and the bias
+    # step does not re-export it, so the forward pattern does not apply either.
+    assert _fuse_with(PATTERN_GROUPS["all"], src)[1] == before
 
 
 # ----------------------------------------------------------------------------
