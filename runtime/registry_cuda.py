@@ -66,7 +66,11 @@ def _gemm_family(
 _GEMMS = (
     _gemm_family("f32_s64", "aicfc_gemm_f32_s64", frozenset(), Constraints(activations=_ACTS), 0)
     + _gemm_family(
-        "f32", "aicfc_gemm_f32", frozenset(), Constraints(activations=_ACTS, min_mnk=(512, 512, 8)), 0
+        "f32",
+        "aicfc_gemm_f32",
+        frozenset(),
+        Constraints(activations=_ACTS, min_mnk=(512, 512, 8)),
+        0,
     )
     + _gemm_family(
         "tf32",
@@ -132,17 +136,41 @@ _ELEMENTWISE = [
     for op in ("add", "sub", "mul")
     for dt in ("f32", "i32", "i64")
 ] + [
-    _k("bias_add_f32", "graph.bias_add", "elementwise.cu", "aicfc_bias_add_f32",
-       (("n", "int64_t"), ("C", "int64_t")), flags=_INPLACE),
+    _k(
+        "bias_add_f32",
+        "graph.bias_add",
+        "elementwise.cu",
+        "aicfc_bias_add_f32",
+        (("n", "int64_t"), ("C", "int64_t")),
+        flags=_INPLACE,
+    ),
     _k("relu_f32", "graph.relu", "elementwise.cu", "aicfc_relu_f32", _N, flags=_INPLACE),
     _k("gelu_f32", "graph.gelu", "elementwise.cu", "aicfc_gelu_f32", _N, flags=_INPLACE),
     _k("tanh_f32", "graph.tanh", "elementwise.cu", "aicfc_tanh_f32", _N, flags=_INPLACE),
-    _k("relu_grad_f32", "autodiff.relu_grad", "elementwise.cu", "aicfc_relu_grad_f32", _N,
-       flags=_INPLACE),
-    _k("gelu_grad_f32", "autodiff.gelu_grad", "elementwise.cu", "aicfc_gelu_grad_f32", _N,
-       flags=_INPLACE),
-    _k("tanh_grad_f32", "autodiff.tanh_grad", "elementwise.cu", "aicfc_tanh_grad_f32", _N,
-       flags=_INPLACE),
+    _k(
+        "relu_grad_f32",
+        "autodiff.relu_grad",
+        "elementwise.cu",
+        "aicfc_relu_grad_f32",
+        _N,
+        flags=_INPLACE,
+    ),
+    _k(
+        "gelu_grad_f32",
+        "autodiff.gelu_grad",
+        "elementwise.cu",
+        "aicfc_gelu_grad_f32",
+        _N,
+        flags=_INPLACE,
+    ),
+    _k(
+        "tanh_grad_f32",
+        "autodiff.tanh_grad",
+        "elementwise.cu",
+        "aicfc_tanh_grad_f32",
+        _N,
+        flags=_INPLACE,
+    ),
 ]
 
 _ANY = ("f16", "f32", "f64", "i1", "i32", "i64")
@@ -151,43 +179,107 @@ _PERMUTE_ABI = (("meta", "uint64_t"), ("rank", "int32_t"), ("n", "int64_t"))
 
 _LAYOUT = [
     _k("copy", "exec.copy", "elementwise.cu", "aicfc_copy_bytes", (("nbytes", "int64_t"),), _ANY),
-    _k("reshape", "graph.reshape", "elementwise.cu", "aicfc_copy_bytes", (("nbytes", "int64_t"),),
-       _ANY),
-    _k("transpose_b32", "graph.transpose", "elementwise.cu", "aicfc_permute_b32", _PERMUTE_ABI,
-       ("f32", "i32")),
-    _k("transpose_b64", "graph.transpose", "elementwise.cu", "aicfc_permute_b64", _PERMUTE_ABI,
-       ("f64", "i64")),
-    _k("broadcast_to_b32", "graph.broadcast_to", "elementwise.cu", "aicfc_permute_b32",
-       _PERMUTE_ABI, ("f32", "i32")),
-    _k("broadcast_to_b64", "graph.broadcast_to", "elementwise.cu", "aicfc_permute_b64",
-       _PERMUTE_ABI, ("f64", "i64")),
+    _k(
+        "reshape",
+        "graph.reshape",
+        "elementwise.cu",
+        "aicfc_copy_bytes",
+        (("nbytes", "int64_t"),),
+        _ANY,
+    ),
+    _k(
+        "transpose_b32",
+        "graph.transpose",
+        "elementwise.cu",
+        "aicfc_permute_b32",
+        _PERMUTE_ABI,
+        ("f32", "i32"),
+    ),
+    _k(
+        "transpose_b64",
+        "graph.transpose",
+        "elementwise.cu",
+        "aicfc_permute_b64",
+        _PERMUTE_ABI,
+        ("f64", "i64"),
+    ),
+    _k(
+        "broadcast_to_b32",
+        "graph.broadcast_to",
+        "elementwise.cu",
+        "aicfc_permute_b32",
+        _PERMUTE_ABI,
+        ("f32", "i32"),
+    ),
+    _k(
+        "broadcast_to_b64",
+        "graph.broadcast_to",
+        "elementwise.cu",
+        "aicfc_permute_b64",
+        _PERMUTE_ABI,
+        ("f64", "i64"),
+    ),
 ]
 
 _ROWS = (("rows", "int32_t"), ("C", "int32_t"))
 _NC = (("N", "int32_t"), ("C", "int32_t"))
 
-_LOSSES = [
-    _k(f"cross_entropy_f32_{lt}", "graph.cross_entropy", "loss.cu", f"aicfc_cross_entropy_f32_{lt}",
-       _NC, constraints=Constraints(operand_dtypes=((1, (lt,)),)), flags=("workspace",))
-    for lt in ("i32", "i64")
-] + [
-    _k(f"cross_entropy_grad_f32_{lt}", "autodiff.cross_entropy_grad", "loss.cu",
-       f"aicfc_cross_entropy_grad_f32_{lt}", _NC,
-       constraints=Constraints(operand_dtypes=((1, (lt,)),)))
-    for lt in ("i32", "i64")
-] + [
-    _k("softmax_f32", "graph.softmax", "loss.cu", "aicfc_softmax_f32", _ROWS),
-    _k("softmax_grad_f32", "autodiff.softmax_grad", "loss.cu", "aicfc_softmax_grad_f32", _ROWS),
-    _k("mse_loss_f32", "graph.mse_loss", "loss.cu", "aicfc_mse_loss_f32", _N, flags=("workspace",)),
-    _k("mse_loss_grad_f32", "autodiff.mse_loss_grad", "loss.cu", "aicfc_mse_loss_grad_f32", _N),
-]
+_LOSSES = (
+    [
+        _k(
+            f"cross_entropy_f32_{lt}",
+            "graph.cross_entropy",
+            "loss.cu",
+            f"aicfc_cross_entropy_f32_{lt}",
+            _NC,
+            constraints=Constraints(operand_dtypes=((1, (lt,)),)),
+            flags=("workspace",),
+        )
+        for lt in ("i32", "i64")
+    ]
+    + [
+        _k(
+            f"cross_entropy_grad_f32_{lt}",
+            "autodiff.cross_entropy_grad",
+            "loss.cu",
+            f"aicfc_cross_entropy_grad_f32_{lt}",
+            _NC,
+            constraints=Constraints(operand_dtypes=((1, (lt,)),)),
+        )
+        for lt in ("i32", "i64")
+    ]
+    + [
+        _k("softmax_f32", "graph.softmax", "loss.cu", "aicfc_softmax_f32", _ROWS),
+        _k("softmax_grad_f32", "autodiff.softmax_grad", "loss.cu", "aicfc_softmax_grad_f32", _ROWS),
+        _k(
+            "mse_loss_f32",
+            "graph.mse_loss",
+            "loss.cu",
+            "aicfc_mse_loss_f32",
+            _N,
+            flags=("workspace",),
+        ),
+        _k("mse_loss_grad_f32", "autodiff.mse_loss_grad", "loss.cu", "aicfc_mse_loss_grad_f32", _N),
+    ]
+)
 
 _REDUCTIONS = [
-    _k("epilogue_grad_f32", "autodiff.epilogue_grad", "reduce.cu", "aicfc_epilogue_grad_f32",
-       (("M", "int32_t"), ("N", "int32_t"), ("act", "int32_t")), flags=("fused",),
-       constraints=Constraints(activations=("relu", "gelu"))),
-    _k("reduce_sum_f32", "graph.reduce_sum", "reduce.cu", "aicfc_reduce_sum_f32",
-       (("outer", "int64_t"), ("R", "int64_t"), ("inner", "int64_t"))),
+    _k(
+        "epilogue_grad_f32",
+        "autodiff.epilogue_grad",
+        "reduce.cu",
+        "aicfc_epilogue_grad_f32",
+        (("M", "int32_t"), ("N", "int32_t"), ("act", "int32_t")),
+        flags=("fused",),
+        constraints=Constraints(activations=("relu", "gelu")),
+    ),
+    _k(
+        "reduce_sum_f32",
+        "graph.reduce_sum",
+        "reduce.cu",
+        "aicfc_reduce_sum_f32",
+        (("outer", "int64_t"), ("R", "int64_t"), ("inner", "int64_t")),
+    ),
 ]
 
 _DROPOUT_ABI = (("p", "double"), ("seed", "int64_t"), ("n", "int64_t"))
@@ -212,15 +304,33 @@ _SGD_ABI = (
 )
 
 _RANDOM_AND_OPTIM = [
-    _k("dropout_f32", "graph.dropout", "dropout.cu", "aicfc_dropout_f32", _DROPOUT_ABI,
-       constraints=Constraints(operand_dtypes=_I64_OFFSET), flags=_INPLACE),
-    _k("dropout_grad_f32", "autodiff.dropout_grad", "dropout.cu", "aicfc_dropout_f32",
-       _DROPOUT_ABI, constraints=Constraints(operand_dtypes=_I64_OFFSET), flags=_INPLACE),
-    _k("adam_step_multi_tensor_f32", "autodiff.adam_step", "optim.cu",
-       "aicfc_adam_multi_tensor_f32", _ADAM_ABI,
-       flags=("inplace_ok", "multi_tensor", "workspace")),
-    _k("sgd_step_f32", "autodiff.sgd_step", "optim.cu", "aicfc_sgd_f32", _SGD_ABI,
-       flags=_INPLACE),
+    _k(
+        "dropout_f32",
+        "graph.dropout",
+        "dropout.cu",
+        "aicfc_dropout_f32",
+        _DROPOUT_ABI,
+        constraints=Constraints(operand_dtypes=_I64_OFFSET),
+        flags=_INPLACE,
+    ),
+    _k(
+        "dropout_grad_f32",
+        "autodiff.dropout_grad",
+        "dropout.cu",
+        "aicfc_dropout_f32",
+        _DROPOUT_ABI,
+        constraints=Constraints(operand_dtypes=_I64_OFFSET),
+        flags=_INPLACE,
+    ),
+    _k(
+        "adam_step_multi_tensor_f32",
+        "autodiff.adam_step",
+        "optim.cu",
+        "aicfc_adam_multi_tensor_f32",
+        _ADAM_ABI,
+        flags=("inplace_ok", "multi_tensor", "workspace"),
+    ),
+    _k("sgd_step_f32", "autodiff.sgd_step", "optim.cu", "aicfc_sgd_f32", _SGD_ABI, flags=_INPLACE),
 ]
 
 KERNELS: tuple[KernelSpec, ...] = (

@@ -1,0 +1,202 @@
+"""cuBLASLt GEMMs with fused bias/ReLU epilogues, through nvmath-python's low-level bindings.
+
+Everything that is not the matmul itself happens once, when a program loads:
+the handle, the descriptors, the heuristic's algorithm choice and one explicit
+workspace (cuBLASLt's heuristics are known to fail during stream capture, and
+CuPy refuses its own cuBLAS wrappers while a stream captures). The launch is
+then one `cublasLtMatmul` on the given stream, which a CUDA graph captures and
+replays exactly (nvmath's high-level `Matmul.execute()` allocates its result on
+every call, so it cannot write into fixed buffers).
+
+Layout (cuBLASLt is column-major): a row-major Y[M, N] is a column-major
+Y^T[N, M], so we compute Y^T = op(B)^T op(A)^T, passing B as cuBLASLt's "A" and
+A as its "B". The epilogue's bias then runs along the rows of the column-major
+result, which are our N output columns: a per-column bias of length N, as
+reference.gemm_epilogue (checked on M != N by the GPU tests).
+
+cuBLASLt's GELU epilogue is the tanh approximation, so the registry's cuBLASLt
+entries refuse act=gelu. A gemm_epilogue that also keeps its pre-activation Z
+runs as matmul+bias into Z followed by our activation kernel (Z -> Y).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from aicfc.runtime import cuda_abi
+from aicfc.runtime.cuda_abi import CallbackLaunch, CudaKernelError, Launch
+from aicfc.runtime.registry import KernelSpec
+
+WORKSPACE_BYTES = 32 << 20
+"""One workspace per backend; every cuBLASLt launch of its stream shares it."""
+
+CUDA_R_32F = 0
+"""cudaDataType_t of float32 (library_types.h)."""
+
+
+def available() -> str | None:
+    """Why cuBLASLt through nvmath-python cannot be used here, or None when it can."""
+    try:
+        import nvmath.bindings.cublasLt  # noqa: F401
+    except Exception as e:  # ImportError, or the library failing to load
+        return f"nvmath-python's cuBLASLt bindings are not usable ({type(e).__name__}: {e})"
+    return None
+
+
+def _alignment(ptr: int) -> int:
+    """The largest power of two dividing `ptr`, capped at 256 (cuBLASLt's default assumption)."""
+    a = 256
+    while a > 1 and ptr % a:
+        a //= 2
+    return a
+
+
+class CublasLt:
+    """A cuBLASLt handle and workspace owned by one CuPy backend (one device, one stream)."""
+
+    def __init__(self) -> None:
+        import cupy
+        import nvmath.bindings.cublas as cublas
+        import nvmath.bindings.cublasLt as lt
+
+        self.lt = lt
+        self.cublas = cublas
+        self.handle = lt.create()
+        self.workspace = cupy.zeros(WORKSPACE_BYTES, dtype=np.uint8)
+        self._keep: list[Any] = []
+
+    def _set(self, setter: Any, dtype_of: Any, obj: int, attr: Any, value: int) -> None:
+        buf = np.array([value], dtype=dtype_of(attr))
+        setter(obj, attr, buf.ctypes.data, buf.itemsize)
+
+    def plan(
+        self,
+        name: str,
+        a: Any,
+        b: Any,
+        bias: Any,
+        d: Any,
+        relu: bool,
+        ta: bool,
+        tb: bool,
+        tf32: bool,
+    ) -> Launch:
+        """One cublasLtMatmul computing D = [relu](op(A) op(B) [+ bias]) (row-major, float32)."""
+        lt, cublas = self.lt, self.cublas
+        m, k = (a.shape[1], a.shape[0]) if ta else a.shape
+        n = b.shape[0] if tb else b.shape[1]
+        compute = (
+            cublas.ComputeType.COMPUTE_32F_FAST_TF32 if tf32 else cublas.ComputeType.COMPUTE_32F
+        )
+        desc = lt.matmul_desc_create(compute, CUDA_R_32F)
+        dattr = lt.MatmulDescAttribute
+        dset = lt.matmul_desc_set_attribute
+        ddt = lt.get_matmul_desc_attribute_dtype
+        op_t, op_n = int(cublas.Operation.T), int(cublas.Operation.N)
+        # cuBLASLt "A" = our B (stored [K, N] or [N, K]), cuBLASLt "B" = our A.
+        self._set(dset, ddt, desc, dattr.TRANSA, op_t if tb else op_n)
+        self._set(dset, ddt, desc, dattr.TRANSB, op_t if ta else op_n)
+        ep = lt.Epilogue
+        epilogue = (
+            (ep.RELU_BIAS if relu else ep.BIAS)
+            if bias is not None
+            else (ep.RELU if relu else ep.DEFAULT)
+        )
+        self._set(dset, ddt, desc, dattr.EPILOGUE, int(epilogue))
+        if bias is not None:
+            self._set(dset, ddt, desc, dattr.BIAS_POINTER, int(bias.data.ptr))
+        lt_a = (
+            lt.matrix_layout_create(CUDA_R_32F, k, n, k)
+            if tb
+            else lt.matrix_layout_create(CUDA_R_32F, n, k, n)
+        )
+        lt_b = (
+            lt.matrix_layout_create(CUDA_R_32F, m, k, m)
+            if ta
+            else lt.matrix_layout_create(CUDA_R_32F, k, m, k)
+        )
+        lt_d = lt.matrix_layout_create(CUDA_R_32F, n, m, n)
+        pref = lt.matmul_preference_create()
+        pattr = lt.MatmulPreferenceAttribute
+        pset = lt.matmul_preference_set_attribute
+        pdt = lt.get_matmul_preference_attribute_dtype
+        self._set(pset, pdt, pref, pattr.MAX_WORKSPACE_BYTES, WORKSPACE_BYTES)
+        for attr, arr in (
+            (pattr.MIN_ALIGNMENT_A_BYTES, b),
+            (pattr.MIN_ALIGNMENT_B_BYTES, a),
+            (pattr.MIN_ALIGNMENT_C_BYTES, d),
+            (pattr.MIN_ALIGNMENT_D_BYTES, d),
+        ):
+            self._set(pset, pdt, pref, attr, _alignment(int(arr.data.ptr)))
+        heuristic = lt.MatmulHeuristicResult(1)
+        count = np.zeros(1, dtype=np.int32)
+        shapes = cuda_abi.describe([a, b, bias, d])
+        try:
+            lt.matmul_algo_get_heuristic(
+                self.handle, desc, lt_a, lt_b, lt_d, lt_d, pref, 1, heuristic.ptr, count.ctypes.data
+            )
+        except Exception as e:  # nvmath's cuBLASLtError
+            raise CudaKernelError(
+                f'kernel "{name}" ({shapes}): cuBLASLt heuristic failed: {e}'
+            ) from None
+        if count[0] < 1:
+            raise CudaKernelError(f'kernel "{name}" ({shapes}): cuBLASLt found no algorithm')
+        alpha = np.ones(1, dtype=np.float32)
+        beta = np.zeros(1, dtype=np.float32)
+        handle, ws = self.handle, self.workspace
+        args = (
+            desc,
+            alpha.ctypes.data,
+            int(b.data.ptr),
+            lt_a,
+            int(a.data.ptr),
+            lt_b,
+            beta.ctypes.data,
+            int(d.data.ptr),
+            lt_d,
+            int(d.data.ptr),
+            lt_d,
+            heuristic.ptr,
+            int(ws.data.ptr),
+            WORKSPACE_BYTES,
+        )
+
+        def issue(stream: Any) -> None:
+            lt.matmul(handle, *args, stream.ptr)
+
+        keep = [alpha, beta, heuristic, a, b, bias, d, desc, lt_a, lt_b, lt_d, pref]
+        self._keep.append(keep)
+        return CallbackLaunch(name=name, shapes=shapes, issue=issue, keepalive=keep)
+
+    def launches(
+        self,
+        spec: KernelSpec,
+        ins: list[Any],
+        outs: list[Any],
+        params: Mapping[str, object],
+        ctx: Any,
+    ) -> list[Launch]:
+        """The launches of a cuBLASLt registry entry (matmul or gemm_epilogue)."""
+        from aicfc.runtime import cuda_launch, registry
+
+        a, b, bias, y, z, act, ta, tb = cuda_launch.gemm_operands(spec, ins, outs, params)
+        if act not in ("none", "relu"):
+            raise CudaKernelError(
+                f'kernel "{spec.name}": cuBLASLt runs act none or relu, not {act}'
+            )
+        tf32 = "tf32" in spec.flags
+        if z is None:
+            return [self.plan(spec.name, a, b, bias, y, act == "relu", ta, tb, tf32)]
+        # Keep the pre-activation: GEMM + bias into Z, then Y = act(Z) (or a copy).
+        first = self.plan(spec.name, a, b, bias, z, False, ta, tb, tf32)
+        follow = registry.get("cuda.relu_f32" if act == "relu" else "cuda.copy")
+        return [first, *cuda_launch.launches_for(follow, [z], [y], {}, ctx)]
+
+    def close(self) -> None:
+        """Destroy the handle (descriptors are released with the process)."""
+        if self.handle:
+            self.lt.destroy(self.handle)
+            self.handle = 0

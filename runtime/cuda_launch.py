@@ -1,0 +1,544 @@
+"""Launchers: from one exec launch (kernel, buffers, params) to bound CUDA launches.
+
+Each registry op has a launcher that reads the buffers' shapes and the launch's
+`params`, computes the scalars its kernels' ABI names (M, N, K, n, C, ...), the
+grid and the block, and returns `cuda_abi.KernelLaunch`es whose arguments are
+fixed at load time; nothing is computed while a step runs, so the same launches
+are run eagerly or captured into a CUDA graph. The table `LAUNCHERS` is keyed by
+op name; cuBLASLt entries (flag "library") go to runtime/cublaslt.py.
+
+`LoadContext` is what a launcher may ask the backend for: a zeroed workspace
+(kept for the program's life), a small int64 table uploaded to the device, the
+multiprocessor count, and the cuBLASLt handle.
+
+Adam launches of one program are grouped (`group_steps`): consecutive
+`autodiff.adam_step` launches with one kernel flagged "multi_tensor" and equal
+hyperparameters become one launch over a device tensor list (PyTorch's
+multi-tensor apply), so every parameter is updated by a single kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from aicfc.runtime import cuda_abi
+from aicfc.runtime.cuda_abi import CudaKernelError, Launch, kernel_launch
+from aicfc.runtime.registry import PARAM_DEFAULTS, KernelSpec
+
+ACT_CODES = {"none": 0, "relu": 1, "gelu": 2}
+"""The `act` scalar of the GEMM and epilogue kernels (kernels/common.cuh)."""
+
+THREADS = 256
+ROWS_PER_BLOCK = 8  # loss.cu: one warp per row, 8 warps per block
+
+
+class LoadContext(Protocol):
+    """What launchers may ask of the backend while a program loads."""
+
+    sm_count: int
+    tf32: bool
+
+    def workspace(self, nbytes: int) -> Any:
+        """A zero-filled device buffer of `nbytes` bytes, kept alive with the program."""
+
+    def table(self, values: np.ndarray) -> Any:
+        """`values` (int64) uploaded to a device array kept alive with the program."""
+
+    def cublaslt(self) -> Any:
+        """The backend's cuBLASLt context (runtime/cublaslt.py), or raise if unavailable."""
+
+
+def param(params: Mapping[str, object], key: str, default: object = None) -> Any:
+    """A launch parameter with the registry's defaults for omitted ones."""
+    if key in params:
+        return params[key]
+    return PARAM_DEFAULTS.get(key, default)
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def grid_1d(ctx: LoadContext, work: int) -> tuple[int]:
+    """Blocks of 256 threads for a grid-stride loop: enough to fill the device, at most one pass."""
+    return (max(1, min(cdiv(work, THREADS), ctx.sm_count * 16)),)
+
+
+def numel(a: Any) -> int:
+    return int(np.prod(a.shape, dtype=np.int64))
+
+
+Launcher = Callable[
+    [KernelSpec, list[Any], list[Any], Mapping[str, object], LoadContext], list[Launch]
+]
+
+
+# ----------------------------------------------------------------------------
+# GEMM
+# ----------------------------------------------------------------------------
+
+
+def gemm_mnk(a: Any, b: Any, ta: bool, tb: bool) -> tuple[int, int, int]:
+    """(M, N, K) of op(A) op(B) for A, B of shapes [M, K] / [K, M] and [K, N] / [N, K]."""
+    m, k = (a.shape[1], a.shape[0]) if ta else a.shape
+    kb, n = (b.shape[1], b.shape[0]) if tb else b.shape
+    if k != kb:
+        raise CudaKernelError(
+            f"GEMM operands disagree on K: op(A) is [{m}, {k}], op(B) [{kb}, {n}]"
+        )
+    return int(m), int(n), int(k)
+
+
+def gemm_operands(
+    spec: KernelSpec, ins: list[Any], outs: list[Any], params: Mapping[str, object]
+) -> tuple[Any, Any, Any, Any, Any, str, bool, bool]:
+    """(A, B, bias|None, Y, Z|None, act, transpose_a, transpose_b) of a matmul/gemm_epilogue."""
+    a, b = ins[0], ins[1]
+    bias = ins[2] if len(ins) > 2 else None
+    y = outs[0]
+    z = outs[1] if len(outs) > 1 else None
+    act = str(param(params, "act", "none"))
+    if act not in ACT_CODES:
+        raise CudaKernelError(f'kernel "{spec.name}": unknown activation {act!r}')
+    return (
+        a,
+        b,
+        bias,
+        y,
+        z,
+        act,
+        bool(param(params, "transpose_a")),
+        bool(param(params, "transpose_b")),
+    )
+
+
+def launch_gemm(
+    spec: KernelSpec,
+    ins: list[Any],
+    outs: list[Any],
+    params: Mapping[str, object],
+    ctx: LoadContext,
+) -> list[Launch]:
+    """aicfc_gemm_{f32,f32_s64,tf32}_{nn,nt,tn,tt}: grid (N / BN, M / BM), 256 threads."""
+    a, b, bias, y, z, act, ta, tb = gemm_operands(spec, ins, outs, params)
+    m, n, k = gemm_mnk(a, b, ta, tb)
+    tile = 64 if "_s64_" in (spec.symbol or "") else 128
+    grid = (cdiv(n, tile), cdiv(m, tile))
+    if grid[1] > 65535:
+        raise CudaKernelError(f'kernel "{spec.name}": M = {m} needs more than 65535 row blocks')
+    scalars = {"M": m, "N": n, "K": k, "act": ACT_CODES[act]}
+    return [kernel_launch(spec, grid, (THREADS,), [a, b, bias, y, z], scalars)]
+
+
+# ----------------------------------------------------------------------------
+# Reductions, losses
+# ----------------------------------------------------------------------------
+
+
+def launch_epilogue_grad(
+    spec: KernelSpec,
+    ins: list[Any],
+    outs: list[Any],
+    params: Mapping[str, object],
+    ctx: LoadContext,
+) -> list[Launch]:
+    dy, saved = ins
+    m, n = dy.shape
+    act = ACT_CODES[str(param(params, "act", "relu"))]
+    return [
+        kernel_launch(
+            spec, (cdiv(n, 32), 1), (32, 32), [dy, saved, *outs], {"M": m, "N": n, "act": act}
+        )
+    ]
+
+
+def reduce_view(shape: tuple[int, ...], axes: Sequence[int]) -> tuple[int, int, int]:
+    """(outer, R, inner) of `shape` when the reduced `axes` are one contiguous run."""
+    rank = len(shape)
+    norm = sorted({a % rank for a in axes}) if rank else []
+    if not norm:
+        return 1, 1, int(np.prod(shape, dtype=np.int64))
+    if norm != list(range(norm[0], norm[-1] + 1)):
+        raise CudaKernelError(
+            f"reduce_sum over axes {tuple(axes)} of a rank-{rank} tensor: the CUDA kernel reduces "
+            "one contiguous run of axes (transpose first)"
+        )
+    outer = int(np.prod(shape[: norm[0]], dtype=np.int64))
+    r = int(np.prod(shape[norm[0] : norm[-1] + 1], dtype=np.int64))
+    inner = int(np.prod(shape[norm[-1] + 1 :], dtype=np.int64))
+    return outer, r, inner
+
+
+def launch_reduce_sum(
+    spec: KernelSpec,
+    ins: list[Any],
+    outs: list[Any],
+    params: Mapping[str, object],
+    ctx: LoadContext,
+) -> list[Launch]:
+    axes = param(params, "axes", ())
+    outer, r, inner = reduce_view(tuple(ins[0].shape), tuple(axes))
+    if outer > 65535:
+        raise CudaKernelError(f'kernel "{spec.name}": {outer} outer rows exceed the grid limit')
+    grid = (1 if inner == 1 else cdiv(inner, 32), outer)
+    return [
+        kernel_launch(
+            spec, grid, (32, 32), [ins[0], outs[0]], {"outer": outer, "R": r, "inner": inner}
+        )
+    ]
+
+
+def launch_cross_entropy(
+    spec: KernelSpec,
+    ins: list[Any],
+    outs: list[Any],
+    params: Mapping[str, object],
+    ctx: LoadContext,
+) -> list[Launch]:
+    logits, labels = ins
+    n, c = logits.shape
+    blocks = cdiv(n, ROWS_PER_BLOCK)
+    ws = ctx.workspace(256 + 4 * blocks)
+    return [
+        kernel_launch(
+            spec,
+            (blocks,),
+            (THREADS,),
+            [logits, labels, outs[0], ws],
+            {"N": n, "C": c},
+            keepalive=[ws],
+        )
+    ]
+
+
+def launch_cross_entropy_grad(
+    spec: KernelSpec,
+    ins: list[Any],
+    outs: list[Any],
+    params: Mapping[str, object],
+    ctx: LoadContext,
+) -> list[Launch]:
+    n, c = ins[0].shape
+    return [
+        kernel_launch(
+            spec, (cdiv(n, ROWS_PER_BLOCK),), (THREADS,), [*ins, outs[0]], {"N": n, "C": c}
+        )
+    ]
+
+
+def last_axis_rows(spec: KernelSpec, x: Any, params: Mapping[str, object]) -> tuple[int, int]:
+    rank = len(x.shape)
+    axis = int(param(params, "axis", -1))
+    if rank == 0 or axis % rank != rank - 1:
+        raise CudaKernelError(
+            f'kernel "{spec.name}": the CUDA softmax runs along the last axis, got axis {axis} '
+            f"of a rank-{rank} tensor"
+        )
+    c = int(x.shape[-1])
+    return numel(x) // c, c
+
+
+def launch_softmax(
+    spec: KernelSpec,
+    ins: list[Any],
+    outs: list[Any],
+    params: Mapping[str, object],
+    ctx: LoadContext,
+) -> list[Launch]:
+    rows, c = last_axis_rows(spec, ins[0], params)
+    return [
+        kernel_launch(
+            spec, (cdiv(rows, ROWS_PER_BLOCK),), (THREADS,), [*ins, outs[0]], {"rows": rows, "C": c}
+        )
+    ]
+
+
+def launch_mse_loss(
+    spec: KernelSpec,
+    ins: list[Any],
+    outs: list[Any],
+    params: Mapping[str, object],
+    ctx: LoadContext,
+) -> list[Launch]:
+    n = numel(ins[0])
+    grid = (max(1, min(cdiv(n, THREADS), 1024)),)
+    ws = ctx.workspace(256 + 4 * grid[0])
+    return [kernel_launch(spec, grid, (THREADS,), [*ins, outs[0], ws], {"n": n}, keepalive=[ws])]
+
+
+# ----------------------------------------------------------------------------
+# Elementwise, layout, dropout, SGD
+# ----------------------------------------------------------------------------
+
+
+def launch_elementwise(
+    spec: KernelSpec,
+    ins: list[Any],
+    outs: list[Any],
+    params: Mapping[str, object],
+    ctx: LoadContext,
+) -> list[Launch]:
+    """add/sub/mul, bias_add, relu/gelu/tanh and their grads, mse_loss_grad: n elements."""
+    n = numel(outs[0])
+    for i, a in enumerate(ins[:2]):
+        if spec.op != "graph.bias_add" and numel(a) != n:
+            raise CudaKernelError(
+                f'kernel "{spec.name}": operand #{i} has {numel(a)} elements, the result {n} '
+                "(the CUDA kernel does not broadcast)"
+            )
+    scalars: dict[str, object] = {"n": n}
+    if spec.op == "graph.bias_add":
+        scalars["C"] = int(ins[1].shape[-1]) if ins[1].shape else 1
+    return [kernel_launch(spec, grid_1d(ctx, n), (THREADS,), [*ins, *outs], scalars)]
+
+
+def launch_copy(
+    spec: KernelSpec,
+    ins: list[Any],
+    outs: list[Any],
+    params: Mapping[str, object],
+    ctx: LoadContext,
+) -> list[Launch]:
+    nbytes = int(ins[0].nbytes)
+    words = cdiv(nbytes, 16)
+    return [
+        kernel_launch(spec, grid_1d(ctx, words), (THREADS,), [ins[0], outs[0]], {"nbytes": nbytes})
+    ]
+
+
+def permute_table(
+    op: str, in_shape: tuple[int, ...], out_shape: tuple[int, ...], params: Mapping[str, object]
+) -> np.ndarray:
+    """[out_shape..., source stride of each output axis...] for aicfc_permute_b*."""
+    strides = [int(np.prod(in_shape[d + 1 :], dtype=np.int64)) for d in range(len(in_shape))]
+    if op == "graph.transpose":
+        perm = tuple(param(params, "perm", ()))
+        src = [strides[p] for p in perm]
+    else:  # broadcast_to: NumPy's rules, aligned on the right
+        lead = len(out_shape) - len(in_shape)
+        src = []
+        for d in range(len(out_shape)):
+            j = d - lead
+            src.append(0 if j < 0 or in_shape[j] == 1 else strides[j])
+    return np.array([*out_shape, *src], dtype=np.int64)
+
+
+def launch_permute(
+    spec: KernelSpec,
+    ins: list[Any],
+    outs: list[Any],
+    params: Mapping[str, object],
+    ctx: LoadContext,
+) -> list[Launch]:
+    out_shape = tuple(int(d) for d in outs[0].shape)
+    meta = ctx.table(permute_table(spec.op, tuple(ins[0].shape), out_shape, params))
+    n = numel(outs[0])
+    return [
+        kernel_launch(
+            spec,
+            grid_1d(ctx, n),
+            (THREADS,),
+            [ins[0], outs[0]],
+            {"meta": meta.data.ptr, "rank": len(out_shape), "n": n},
+            keepalive=[meta],
+        )
+    ]
+
+
+def launch_dropout(
+    spec: KernelSpec,
+    ins: list[Any],
+    outs: list[Any],
+    params: Mapping[str, object],
+    ctx: LoadContext,
+) -> list[Launch]:
+    n = numel(outs[0])
+    p = float(param(params, "p"))
+    if not 0.0 <= p < 1.0:
+        raise CudaKernelError(f'kernel "{spec.name}": p = {p} is outside [0, 1)')
+    return [
+        kernel_launch(
+            spec,
+            grid_1d(ctx, cdiv(n, 4)),
+            (THREADS,),
+            [*ins, outs[0]],
+            {"p": p, "seed": int(param(params, "seed")), "n": n},
+        )
+    ]
+
+
+def launch_sgd(
+    spec: KernelSpec,
+    ins: list[Any],
+    outs: list[Any],
+    params: Mapping[str, object],
+    ctx: LoadContext,
+) -> list[Launch]:
+    buf = ins[2] if len(ins) > 2 else None
+    buf_out = outs[1] if len(outs) > 1 else None
+    n = numel(ins[0])
+    scalars = {
+        "lr": param(params, "lr"),
+        "momentum": param(params, "momentum", 0.0),
+        "weight_decay": param(params, "weight_decay", 0.0),
+        "nesterov": int(bool(param(params, "nesterov"))),
+        "n": n,
+    }
+    return [
+        kernel_launch(
+            spec, grid_1d(ctx, n), (THREADS,), [ins[0], ins[1], buf, outs[0], buf_out], scalars
+        )
+    ]
+
+
+# ----------------------------------------------------------------------------
+# Multi-tensor Adam
+# ----------------------------------------------------------------------------
+
+ADAM_DEFAULTS = {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0}
+
+
+def adam_chunk(total: int, sm_count: int) -> int:
+    """Elements per block: about 8 blocks per multiprocessor, between 1024 and 8192."""
+    target = max(1, total // (sm_count * 8))
+    chunk = 1024
+    while chunk < target and chunk < 8192:
+        chunk *= 2
+    return chunk
+
+
+def launch_adam_group(
+    spec: KernelSpec,
+    group: list[tuple[list[Any], list[Any]]],
+    params: Mapping[str, object],
+    ctx: LoadContext,
+) -> list[Launch]:
+    """One aicfc_adam_multi_tensor_f32 launch over every (inputs, outputs) of `group`."""
+    rows: list[list[int]] = []
+    sizes: list[int] = []
+    for ins, outs in group:
+        p, g, m, v, s = ins
+        if len(outs) != 4 or not all(numel(a) == numel(p) for a in (g, m, v, *outs[:3])):
+            raise CudaKernelError(
+                f'kernel "{spec.name}": param, grad, exp_avg, exp_avg_sq and their next values '
+                f"must have one shape, got {cuda_abi.describe([*ins, *outs])}"
+            )
+        if numel(s) != 1 or numel(outs[3]) != 1:
+            raise CudaKernelError(f'kernel "{spec.name}": the step counter must be a scalar')
+        rows.append([a.data.ptr for a in (p, g, m, v, s, *outs)] + [numel(p)])
+        sizes.append(numel(p))
+    chunk = adam_chunk(sum(sizes), ctx.sm_count)
+    chunks = [(t, start) for t, n in enumerate(sizes) for start in range(0, n, chunk)]
+    meta = ctx.table(
+        np.array([x for r in rows for x in r] + [x for c in chunks for x in c], dtype=np.int64)
+    )
+    ws = ctx.workspace(256)
+    scalars = {
+        "meta": meta.data.ptr,
+        "ntensors": len(rows),
+        "nchunks": len(chunks),
+        "chunk": chunk,
+        "lr": param(params, "lr"),
+        **{k: param(params, k, d) for k, d in ADAM_DEFAULTS.items()},
+        "decoupled_weight_decay": int(bool(param(params, "decoupled_weight_decay"))),
+    }
+    flat = [a for ins, outs in group for a in (*ins, *outs)]
+    launch = kernel_launch(
+        spec, (len(chunks),), (THREADS,), [ws], scalars, keepalive=[meta, ws, *flat]
+    )
+    launch.shapes = f"{len(rows)} tensors: " + cuda_abi.describe([ins[0] for ins, _ in group])
+    return [launch]
+
+
+def launch_adam(
+    spec: KernelSpec,
+    ins: list[Any],
+    outs: list[Any],
+    params: Mapping[str, object],
+    ctx: LoadContext,
+) -> list[Launch]:
+    return launch_adam_group(spec, [(ins, outs)], params, ctx)
+
+
+# ----------------------------------------------------------------------------
+# The table
+# ----------------------------------------------------------------------------
+
+LAUNCHERS: dict[str, Launcher] = {
+    "graph.matmul": launch_gemm,
+    "graph.gemm_epilogue": launch_gemm,
+    "autodiff.epilogue_grad": launch_epilogue_grad,
+    "graph.reduce_sum": launch_reduce_sum,
+    "graph.cross_entropy": launch_cross_entropy,
+    "autodiff.cross_entropy_grad": launch_cross_entropy_grad,
+    "graph.softmax": launch_softmax,
+    "autodiff.softmax_grad": launch_softmax,
+    "graph.mse_loss": launch_mse_loss,
+    "autodiff.mse_loss_grad": launch_elementwise,
+    "graph.add": launch_elementwise,
+    "graph.sub": launch_elementwise,
+    "graph.mul": launch_elementwise,
+    "graph.bias_add": launch_elementwise,
+    "graph.relu": launch_elementwise,
+    "graph.gelu": launch_elementwise,
+    "graph.tanh": launch_elementwise,
+    "autodiff.relu_grad": launch_elementwise,
+    "autodiff.gelu_grad": launch_elementwise,
+    "autodiff.tanh_grad": launch_elementwise,
+    "exec.copy": launch_copy,
+    "graph.reshape": launch_copy,
+    "graph.transpose": launch_permute,
+    "graph.broadcast_to": launch_permute,
+    "graph.dropout": launch_dropout,
+    "autodiff.dropout_grad": launch_dropout,
+    "autodiff.sgd_step": launch_sgd,
+    "autodiff.adam_step": launch_adam,
+}
+"""op name -> launcher of its own-source CUDA kernels."""
+
+
+def launches_for(
+    spec: KernelSpec,
+    ins: list[Any],
+    outs: list[Any],
+    params: Mapping[str, object],
+    ctx: LoadContext,
+) -> list[Launch]:
+    """The bound launches that run `spec` on these buffers (cuBLASLt for "library" kernels)."""
+    if "cublaslt" in spec.flags:
+        return ctx.cublaslt().launches(spec, ins, outs, params, ctx)
+    launcher = LAUNCHERS.get(spec.op)
+    if launcher is None:
+        raise CudaKernelError(f'kernel "{spec.name}": no CUDA launcher for op {spec.op}')
+    return launcher(spec, ins, outs, params, ctx)
+
+
+@dataclass(frozen=True)
+class StepGroup:
+    """Consecutive launch steps that run as one launch (multi-tensor Adam), or a single step."""
+
+    indices: tuple[int, ...]
+
+
+def group_steps(
+    kernels: Sequence[KernelSpec | None], params: Sequence[Mapping[str, object]]
+) -> list[StepGroup]:
+    """Group runs of equal multi-tensor kernels with equal params; `None` marks a copy step."""
+    groups: list[StepGroup] = []
+    for i, spec in enumerate(kernels):
+        prev = groups[-1].indices[-1] if groups else None
+        if (
+            spec is not None
+            and "multi_tensor" in spec.flags
+            and prev is not None
+            and kernels[prev] is spec
+            and dict(params[prev]) == dict(params[i])
+        ):
+            groups[-1] = StepGroup((*groups[-1].indices, i))
+        else:
+            groups.append(StepGroup((i,)))
+    return groups
