@@ -1,7 +1,8 @@
 """The common base of graph and autodiff ops: flags and per-op analysis.
 
 `AicfcOp` gives every op of our dialects the analysis methods of seed 002 §2:
-FLOPs, bytes moved, parameter count and human-readable properties. Counting
+FLOPs, bytes moved, parameter count and human-readable properties
+(`semantic_properties()`). Counting
 conventions (stated once, used by the report):
 
 - FLOPs: a multiply-add is 2 FLOPs (a [M,K]x[K,N] product is 2*M*N*K); an
@@ -67,8 +68,12 @@ class AicfcOp(IRDLOperation):
         """Static and derived flags of this instance (one 64-bit mask)."""
         return all_flags(self)
 
-    def properties(self) -> list[str]:
-        """Human-readable properties (seed 002 §7): linear, trainable, nonlinear, ..."""
+    def semantic_properties(self) -> list[str]:
+        """Human-readable properties (seed 002 §7): linear, trainable, nonlinear, ...
+
+        Not named `properties`: that is xDSL's dict of the op's IR properties,
+        which an instance attribute of that name would hide a method behind.
+        """
         f = static_flags(self)
         props: list[str] = []
         if f & OpFlag.IS_CONSTANT:

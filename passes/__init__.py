@@ -20,6 +20,8 @@ PASS_CLASSES: dict[str, str] = {
     "aicfc-fold-inplace": "AicfcFoldInplacePass",
     "aicfc-plan-memory": "AicfcPlanMemoryPass",
     "aicfc-train-pipeline": "AicfcTrainPipelinePass",
+    "aicfc-analyze": "AicfcAnalyzePass",
+    "aicfc-fold-linear": "AicfcFoldLinearPass",
 }
 """Registered passes: name -> class name in `aicfc.passes.<name with underscores>`."""
 

@@ -182,4 +182,4 @@ def patterns_for(op_class: type[Operation]) -> tuple[RewritePattern, ...]:
     """The canonicalization patterns rooted at `op_class` (structural first, then folding)."""
     if static_flags(op_class) & OpFlag.IS_CONSTANT:
         return ()
-    return _BY_CLASS.get(op_class, ()) + (_FOLD,)
+    return (*_BY_CLASS.get(op_class, ()), _FOLD)
