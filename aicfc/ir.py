@@ -67,7 +67,8 @@ def verify_located(module: Operation, name: str = "") -> None:
         return
     except (VerifyException, DiagnosticException):
         pass
-    for op in module.walk(reverse=True):
+    # Post-order in source order: the innermost op first, the first failing op in the file.
+    for op in module.walk(region_first=True):
         try:
             op.verify(verify_nested_ops=False)
         except (VerifyException, DiagnosticException) as e:

@@ -11,13 +11,19 @@ and the exit code is 0 (xDSL's behaviour), so lit tests can FileCheck it.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.arg_spec import parse_pipeline
-from xdsl.utils.exceptions import DiagnosticException, ParseError, PassFailedException
+from xdsl.utils.exceptions import (
+    ArgSpecParseError,
+    DiagnosticException,
+    ParseError,
+    PassFailedException,
+)
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from aicfc.context import DIALECT_LOADERS
@@ -33,6 +39,14 @@ class AicfcOptMain(xDSLOptMain):
         for name, loader in DIALECT_LOADERS.items():
             self.ctx.register_dialect(name, loader)
 
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        super().register_all_arguments(arg_parser)
+        arg_parser.add_argument(
+            "--debug-traceback",
+            action="store_true",
+            help="on an internal error, show the Python traceback",
+        )
+
     def register_all_passes(self) -> None:
         super().register_all_passes()
         for name, factory in get_all_passes().items():
@@ -42,7 +56,10 @@ class AicfcOptMain(xDSLOptMain):
         self, chunk: IO[bytes], file_extension: str, start_offset: int = 0
     ) -> ModuleOp | None:
         name = self.get_input_name()
-        text = chunk.read().decode()
+        try:
+            text = chunk.read().decode()
+        except UnicodeDecodeError as e:
+            raise IRError(f"{name}: error: not UTF-8 text ({e.reason} at byte {e.start})") from None
         parser = LocatingParser(self.ctx, text, name, start_offset)
         try:
             module = parser.parse_module()
@@ -53,7 +70,11 @@ class AicfcOptMain(xDSLOptMain):
 
     def setup_pipeline(self) -> None:
         # Validate pass names and options up front: an unknown one is a user error.
-        for spec in parse_pipeline(self.args.passes):
+        try:
+            specs = list(parse_pipeline(self.args.passes))
+        except ArgSpecParseError as e:  # a BaseException in xDSL: catch it by name
+            raise UsageError(f"bad pass pipeline '{self.args.passes}':\n{e}") from None
+        for spec in specs:
             if spec.name not in self.available_passes:
                 raise UsageError(
                     f"unknown pass '{spec.name}'; available: "
@@ -84,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (IRError, PassFailedException, DiagnosticException) as e:
         print(str(e).rstrip(), file=sys.stderr)
         return 1
-    except FileNotFoundError as e:
+    except OSError as e:  # a missing or unreadable input or output file
         print(f"aicfc-opt: error: cannot open '{e.filename}': {e.strerror}", file=sys.stderr)
         return 1
     except Exception as e:  # an internal failure: name it, keep the exit code
