@@ -121,18 +121,22 @@ def fold_refusal(launch: ex.LaunchOp, o: SSAValue, i: SSAValue, pos: dict[int, i
     return None
 
 
+def _erase(op: Operation) -> None:
+    block = op.parent_block()
+    assert block is not None
+    block.erase_op(op)
+
+
 def fold(o: SSAValue, i: SSAValue) -> None:
     """Replace every use of o by i, drop o's alloc and the copies that became no-ops."""
     alloc = o.owner
     assert isinstance(alloc, ex.AllocOp)
     o.replace_all_uses_with(i)
-    alloc.detach()
-    alloc.erase()
+    _erase(alloc)
     no_ops = {id(u.operation): u.operation for u in i.uses}  # a copy i -> i uses i twice
     for user in no_ops.values():
         if isinstance(user, ex.CopyOp) and user.source is user.dest:
-            user.detach()
-            user.erase()
+            _erase(user)
 
 
 def fold_program(program: ex.ProgramOp, remarks: bool = False) -> int:

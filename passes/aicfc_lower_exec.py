@@ -16,8 +16,9 @@ seed 000 §6, seed 004):
   (nothing when the result is the argument itself); any other result becomes
   `exec.output "<name>"` ("result<i>" when unnamed).
 
-Copy-backs run in order, so a copy whose source is another external that a
-copy-back overwrites (state swapped between two names) first snapshots it.
+Copy-backs run in order at the end of the step, so the current value of an
+external that a copy-back overwrites is snapshotted into a tmp first when
+another copy-back (state swapped between two names) or an output reads it.
 The func.func is removed; the module then holds exec.programs.
 """
 
@@ -169,8 +170,8 @@ class _FuncLowering:
     def lower_results(self, ret: func.ReturnOp, externals: dict[str, SSAValue]) -> None:
         names = result_names(self.fn)
         copies: list[tuple[SSAValue, SSAValue]] = []
+        outputs: list[tuple[str, SSAValue]] = []
         written: set[str] = set()
-        seen_outputs: set[str] = set()
         for j, (value, name) in enumerate(zip(ret.arguments, names, strict=True)):
             src = self.buffers[value]
             if name is not None and name in externals:
@@ -181,20 +182,29 @@ class _FuncLowering:
                     copies.append((src, externals[name]))
                 continue
             out_name = name if name is not None else f"result{j}"
-            if out_name in seen_outputs:
+            if any(out_name == n for n, _ in outputs):
                 raise OpError(ret, f'result #{j} reuses the output name "{out_name}"')
-            seen_outputs.add(out_name)
-            out = ex.OutputOp(out_name, src)
+            outputs.append((out_name, src))
+        # The current value of an external that a copy-back overwrites (read by
+        # another copy-back, as in a swap, or by an output) is snapshotted first.
+        dests = {id(d) for _, d in copies}
+        snaps: dict[int, SSAValue] = {}
+
+        def current(v: SSAValue) -> SSAValue:
+            if id(v) not in dests:
+                return v
+            if id(v) not in snaps:
+                snap = ex.AllocOp(ex.buffer_type(v).with_role(ex.BufferRole.TMP))
+                self.decls.append(snap)
+                self.body.append(ex.CopyOp(v, snap.result))
+                snaps[id(v)] = snap.result
+            return snaps[id(v)]
+
+        copies = [(current(src), dst) for src, dst in copies]
+        for out_name, src in outputs:
+            out = ex.OutputOp(out_name, current(src))
             copy_location(ret, out)
             self.outputs.append(out)
-        # A source that a copy-back overwrites must be read before any copy runs.
-        dests = {id(d) for _, d in copies}
-        for k, (src, dst) in enumerate(copies):
-            if id(src) in dests:
-                snap = ex.AllocOp(ex.buffer_type(src).with_role(ex.BufferRole.TMP))
-                self.decls.append(snap)
-                self.body.append(ex.CopyOp(src, snap.result))
-                copies[k] = (snap.result, dst)
         for src, dst in copies:
             copy = ex.CopyOp(src, dst)
             copy_location(ret, copy)
@@ -240,5 +250,4 @@ class AicfcLowerExecPass(ModulePass):
                 fn, self.backend, self.capability(), autotune, self.device
             ).run()
             op.body.block.insert_op_before(program, fn)
-            fn.detach()
-            fn.erase(safe_erase=False)
+            op.body.block.erase_op(fn, safe_erase=False)

@@ -54,13 +54,13 @@ def lifetimes(program: ex.ProgramOp) -> dict[ex.AllocOp, tuple[int, int]]:
 def plan(sizes: list[int], spans: list[tuple[int, int]], alignment: int) -> tuple[list[int], int]:
     """Offsets of buffers of `sizes` bytes live over `spans`, and the arena size (module doc)."""
     order = sorted(range(len(sizes)), key=lambda k: (-sizes[k], spans[k][0], k))
-    offsets: list[int | None] = [None] * len(sizes)
+    offsets: dict[int, int] = {}
     for k in order:
         first, last = spans[k]
         busy = sorted(
-            (offsets[j], offsets[j] + sizes[j])  # type: ignore[operator]
-            for j in range(len(sizes))
-            if offsets[j] is not None and spans[j][0] <= last and first <= spans[j][1]
+            (off, off + sizes[j])
+            for j, off in offsets.items()
+            if spans[j][0] <= last and first <= spans[j][1]
         )
         best: tuple[int, int] | None = None  # (gap size, offset)
         cursor = 0
@@ -69,9 +69,8 @@ def plan(sizes: list[int], spans: list[tuple[int, int]], alignment: int) -> tupl
                 best = (start - cursor, cursor)
             cursor = max(cursor, _align_up(stop, alignment))
         offsets[k] = best[1] if best is not None else cursor
-    final = [o for o in offsets if o is not None]
-    top = max((o + s for o, s in zip(final, sizes, strict=True)), default=0)
-    return final, _align_up(top, alignment)
+    top = max((offsets[k] + sizes[k] for k in offsets), default=0)
+    return [offsets[k] for k in range(len(sizes))], _align_up(top, alignment)
 
 
 def plan_program(program: ex.ProgramOp, alignment: int) -> None:

@@ -93,9 +93,9 @@ def refusal(spec: KernelSpec, problem: Problem, capability: Capability) -> str |
             return f"transposes (transpose_a={pair[0]}, transpose_b={pair[1]}) not supported"
     if c.activations is not None and problem.param("act") not in c.activations:
         return f"activation {problem.param('act')} not in {', '.join(c.activations)}"
-    for key, allowed in c.param_values:
-        if problem.param(key) not in allowed:
-            return f"{key}={problem.param(key)!r} not in {allowed}"
+    for key, values in c.param_values:
+        if problem.param(key) not in values:
+            return f"{key}={problem.param(key)!r} not in {values}"
     if c.alignment > 1:
         for shape, dt in _all_buffers(problem):
             row = (shape[-1] if shape else 1) * _ITEMSIZE.get(dt, 1)

@@ -46,21 +46,24 @@ func.func @kernels_params_alias(%x: tensor<4x3xf32> {aicfc.role = "input", aicfc
 // -----
 
 // A result named after a param or state argument is its next value: a copy
-// back at the end of exec.graph. A param returned as itself needs no copy.
+// back at the end of exec.graph. A param returned as itself needs no copy. An
+// output of w's current value reads a snapshot taken before w's copy-back.
 // graph.constant becomes exec.constant; unnamed results are result<i>.
 
 // CHECK-LABEL: exec.program @copy_back_and_outputs {
 // CHECK:         %one = exec.constant dense<1> : tensor<i64> -> !exec.buffer<i64, const>
 // CHECK-NEXT:    %o1 = exec.alloc : !exec.buffer<i64, tmp>
 // CHECK-NEXT:    %w1 = exec.alloc : !exec.buffer<4xf32, tmp>
+// CHECK-NEXT:    %[[OLD_W:.*]] = exec.alloc : !exec.buffer<4xf32, tmp>
 // CHECK-NEXT:    exec.graph {
 // CHECK-NEXT:      exec.launch "numpy.add"(%off, %one) outs(%o1) alias "out0_in0"
 // CHECK-NEXT:      exec.launch "numpy.sgd_step"(%w, %g) outs(%w1) params {lr = 1.000000e-01 : f64, momentum = 0.000000e+00 : f64, weight_decay = 0.000000e+00 : f64} alias "sgd_pair"
+// CHECK-NEXT:      exec.copy %w -> %[[OLD_W]] : !exec.buffer<4xf32, param> -> !exec.buffer<4xf32, tmp>
 // CHECK-NEXT:      exec.copy %o1 -> %off : !exec.buffer<i64, tmp> -> !exec.buffer<i64, state>
 // CHECK-NEXT:      exec.copy %w1 -> %w : !exec.buffer<4xf32, tmp> -> !exec.buffer<4xf32, param>
 // CHECK-NEXT:    }
 // CHECK-NEXT:    exec.output "result3" %w1 : !exec.buffer<4xf32, tmp>
-// CHECK-NEXT:    exec.output "w_seen" %w : !exec.buffer<4xf32, param>
+// CHECK-NEXT:    exec.output "w_seen" %[[OLD_W]] : !exec.buffer<4xf32, tmp>
 // CHECK-NEXT:  }
 func.func @copy_back_and_outputs(%g: tensor<4xf32> {aicfc.role = "input", aicfc.name = "g"},
                                  %w: tensor<4xf32> {aicfc.role = "param", aicfc.name = "w"},
@@ -76,8 +79,8 @@ func.func @copy_back_and_outputs(%g: tensor<4xf32> {aicfc.role = "input", aicfc.
 
 // -----
 
-// Swapping two states: the second copy-back reads a buffer the first one
-// overwrites, so it is snapshotted before any copy-back runs.
+// Swapping two states: each copy-back reads a buffer the other overwrites, so
+// both are snapshotted before any copy-back runs.
 
 // CHECK-LABEL: exec.program @swap_states {
 // CHECK:         %[[SNAP_A:.*]] = exec.alloc : !exec.buffer<2xf32, tmp>
