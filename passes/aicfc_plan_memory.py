@@ -8,13 +8,14 @@ read); a buffer that an `exec.output` reads lives to the end of the step
 intervals are disjoint. Closed intervals mean a launch's inputs never share
 storage with its outputs unless the IR aliases them explicitly.
 
-Placement is a greedy best fit (as in TFLite's and XLA's simple heap
-simulators): buffers are placed largest first (ties: earliest first use);
-each goes into the smallest gap, between the buffers already placed whose
-lifetimes overlap its own, that holds it at an `alignment`-byte offset, else
-after the last of them. Every offset is a multiple of `alignment`; the arena
-size is the largest end rounded up to `alignment`. This is sound (no two live
-buffers overlap) but not optimal (optimal offset assignment is NP-hard).
+Placement is a greedy best fit by decreasing size (the strategy of XLA's
+GlobalDecreasingSizeBestFitHeap): buffers are placed largest first (ties:
+earliest first use); each goes into the smallest gap, between the buffers
+already placed whose lifetimes overlap its own, that holds it at an
+`alignment`-byte offset, else after the last of them. Every offset is a
+multiple of `alignment`; the arena size is the largest end rounded up to
+`alignment`. This is sound (no two live buffers overlap) but not optimal
+(optimal offset assignment is NP-hard).
 
 Sets each `exec.alloc`'s `offset` and the program's `arena_size` (bytes).
 """

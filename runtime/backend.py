@@ -359,8 +359,12 @@ class Executable(ABC):
     def buffer(self, name: str) -> Array:
         """The fixed array of an external (input, param or state) named `name`."""
 
-    def check_inputs(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """`inputs` as NumPy arrays, checked against the program's input buffers."""
+    def check_inputs(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """`inputs` checked against the program's input buffers (names, shapes, dtypes).
+
+        Arrays with `shape` and `dtype` (NumPy, or a device array of the backend)
+        are returned as they are; anything else goes through `np.asarray`.
+        """
         where = f"@{self.plan.name}"
         unknown = [n for n in inputs if n not in self.inputs]
         if unknown:
@@ -368,12 +372,13 @@ class Executable(ABC):
                 f"{where}: unknown input {', '.join(repr(n) for n in unknown)} "
                 f"(inputs: {', '.join(self.inputs) or 'none'})"
             )
-        checked: dict[str, np.ndarray] = {}
+        checked: dict[str, Any] = {}
         for name, spec in self.inputs.items():
             if name not in inputs:
                 raise InputError(f'{where}: missing input "{name}" ({spec.describe()})')
             arr = inputs[name]
-            arr = arr if isinstance(arr, np.ndarray) else np.asarray(arr)
+            if not (hasattr(arr, "shape") and hasattr(arr, "dtype")):
+                arr = np.asarray(arr)
             if arr.shape != spec.shape or arr.dtype != spec.dtype:
                 raise InputError(
                     f'{where}: input "{name}" expects {spec.describe()}, '

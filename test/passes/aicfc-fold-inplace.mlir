@@ -1,5 +1,6 @@
 // RUN: aicfc-opt %s -p aicfc-fold-inplace | filecheck %s
 // RUN: aicfc-opt %s -p 'aicfc-fold-inplace{enable=false}' | filecheck %s --check-prefix=OFF
+// RUN: aicfc-opt %s -p 'aicfc-fold-inplace{enable=false}' > %t.off && aicfc-opt %s > %t.in && diff %t.off %t.in
 // RUN: aicfc-opt %s -p 'aicfc-fold-inplace{remarks=true}' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
 
 // Adam's triplet policy: param, exp_avg, exp_avg_sq and step are updated in
