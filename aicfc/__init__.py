@@ -1,1 +1,56 @@
-"""aicfc: an MLIR-style AI compiler on xDSL."""
+"""aicfc: an MLIR-style AI compiler on xDSL.
+
+Train a model (NumPy backend by default where no GPU is usable):
+
+    import aicfc
+    from aicfc import nn, optim
+
+    aicfc.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    prog = aicfc.compile(model, loss="cross_entropy", optimizer=optim.Adam(lr=1e-3))
+    loss = prog.step(x, y)            # x float32 [N, 64], y integer labels [N]
+    logits = prog.predict(x_test)
+    print(prog.mlir("fused"))         # the IR after any pipeline stage
+
+Work on IR directly: `aicfc.parse`, `aicfc.print`, `aicfc.run_pipeline`, `aicfc.run`.
+Submodules load on first use, so `import aicfc` stays light for aicfc-opt.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY: dict[str, tuple[str, str]] = {
+    "compile": ("aicfc.compiler", "compile"),
+    "Program": ("aicfc.program", "Program"),
+    "manual_seed": ("aicfc.nn", "manual_seed"),
+    "parse": ("aicfc.execute", "parse"),
+    "print": ("aicfc.execute", "print_ir"),
+    "run_pipeline": ("aicfc.execute", "run_pipeline"),
+    "run": ("aicfc.execute", "run"),
+    "train_pipeline": ("aicfc.passes.pipelines", "train_pipeline"),
+    "stage_names": ("aicfc.passes.pipelines", "stage_names"),
+    "InputError": ("aicfc.runtime.backend", "InputError"),
+    "StoreError": ("aicfc.runtime.backend", "StoreError"),
+    "BackendUnavailable": ("aicfc.runtime.backend", "BackendUnavailable"),
+    "IRError": ("aicfc.ir", "IRError"),
+}
+_SUBMODULES = ("nn", "optim", "builder", "pipelines")
+
+__all__ = [*_LAZY, *_SUBMODULES]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:
+        return importlib.import_module(f"aicfc.{name}")
+    raise AttributeError(f"module 'aicfc' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

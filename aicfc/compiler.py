@@ -1,0 +1,49 @@
+"""aicfc.compile: a model, a loss and an optimizer become a Program on a backend.
+
+The module is `compiler`, not `compile`: a submodule named `compile` would be
+bound as the attribute `aicfc.compile` on import and hide the function.
+"""
+
+from __future__ import annotations
+
+from aicfc.builder import LOSSES
+from aicfc.nn import Module
+from aicfc.optim import Adam, Optimizer
+from aicfc.program import Program
+from aicfc.runtime.backend import get_backend
+
+
+def compile(
+    model: Module,
+    loss: str = "cross_entropy",
+    optimizer: Optimizer | None = None,
+    backend: str = "auto",
+    inplace: bool = True,
+) -> Program:
+    """Compile `model` for training with `loss` and `optimizer` on `backend`.
+
+    model:     an aicfc.nn.Module (its current weights are the initial params;
+               the Program owns the trained values from then on, the model
+               keeps its initial ones).
+    loss:      "cross_entropy" (integer labels, mean over the batch; PyTorch's
+               F.cross_entropy) or "mse" (mean over all elements; F.mse_loss).
+    optimizer: an aicfc.optim optimizer (default Adam(lr=1e-3)).
+    backend:   "numpy", "cupy" or "auto" (cupy where a GPU is usable, else numpy).
+    inplace:   False disables aicfc-fold-inplace (every update copies back; for debugging).
+
+    Nothing is lowered yet: each function is built and compiled at its first
+    call with a new batch shape (see Program). Raises ValueError for an
+    unknown loss or backend, TypeError for a non-aicfc model or optimizer, and
+    the runtime's BackendUnavailable when backend="cupy" cannot run here.
+    """
+    if not isinstance(model, Module):
+        raise TypeError(f"compile: model must be an aicfc.nn.Module, got {type(model).__name__}")
+    if loss not in LOSSES:
+        raise ValueError(f"compile: unknown loss {loss!r}; known: {', '.join(LOSSES)}")
+    optimizer = optimizer if optimizer is not None else Adam()
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(
+            f"compile: optimizer must be an aicfc.optim optimizer (Adam, AdamW, SGD), "
+            f"got {type(optimizer).__name__}"
+        )
+    return Program(model, loss, optimizer, get_backend(backend), inplace=inplace)

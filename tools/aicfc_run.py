@@ -1,0 +1,255 @@
+"""aicfc-run: run a function of an MLIR module on a backend, N times, with npz or random data.
+
+    aicfc-run examples/digits_train_step.mlir --steps 100 --print-every 10
+    aicfc-run step.mlir --function train_step --inputs data.npz --output out.npz
+
+The module may be graph-level (func.func with graph/autodiff ops: the train
+pipeline runs first) or exec IR (exec.program). Every argument is named by its
+`aicfc.name`; values come from `--inputs` (an .npz whose keys are those names)
+and anything the file does not provide is generated:
+
+- inputs: float tensors N(0, 1); integer tensors are class labels, uniform in
+  [0, C) with C the number of classes of the cross-entropy they feed (the
+  logits' last dim, read from graph.cross_entropy or its exec launch), else
+  --label-classes (default 10);
+- params: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), PyTorch's nn.Linear default,
+  with fan_in the last dim of a [out, in] weight; a "<p>.bias" uses the fan_in
+  of "<p>.weight" (else its own length);
+- state (optimizer moments, step counters, rng.offset): zeros, their initial value.
+
+All random values come from one Generator seeded by --seed (default 0). Each
+step reuses the same inputs (so a train step fits that batch) and prints the
+loss where the function has a "loss" output. --output writes the last step's
+outputs and the final value of every param and state.
+
+Errors (bad IR, an unknown function, an npz key that is no argument, a shape
+or dtype mismatch) print one line naming the culprit (`file:line:col: error:
+...` for IR) and exit 1; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import BlockArgument
+from xdsl.utils.exceptions import DiagnosticException, PassFailedException
+
+from aicfc.context import make_context
+from aicfc.dialects import exec as ex
+from aicfc.dialects.autodiff import CrossEntropyGradOp
+from aicfc.dialects.graph import CrossEntropyOp
+from aicfc.dialects.roles import arg_name
+from aicfc.execute import LoadedFunction
+from aicfc.ir import IRError, parse_module
+from aicfc.runtime import registry
+from aicfc.runtime.backend import BufferSpec, CopyStep, ExecError
+
+
+class RunError(Exception):
+    """A user mistake on the command line or in the data files."""
+
+
+def _implements_cross_entropy(launch: ex.LaunchOp) -> bool:
+    """True if the launch's registry entry implements graph.cross_entropy (or its grad)."""
+    try:
+        op_name = registry.get(launch.kernel_name).op
+    except registry.UnknownKernelError:
+        return False
+    cls = make_context().get_optional_op(op_name)
+    return cls is not None and issubclass(cls, CrossEntropyOp | CrossEntropyGradOp)
+
+
+def label_classes(module: ModuleOp) -> dict[str, int]:
+    """Classes C of each integer argument that is a cross-entropy's labels, by name.
+
+    Graph IR: the labels operand of graph.cross_entropy is a function argument
+    (C = the logits' last dim). Exec IR: a launch whose registry kernel
+    implements cross_entropy reads an input buffer as its labels (operand #1).
+    """
+    classes: dict[str, int] = {}
+    for op in module.walk():
+        if isinstance(op, CrossEntropyOp) and isinstance(op.labels, BlockArgument):
+            name = arg_name(op.labels)
+            if name is not None:
+                classes[name] = op.logits.type.get_shape()[1]  # type: ignore[attr-defined]
+        elif isinstance(op, ex.LaunchOp) and len(op.inputs) >= 2 and _implements_cross_entropy(op):
+            labels = op.inputs[1].owner
+            if isinstance(labels, ex.BufferOp):
+                classes[labels.buffer_name.data] = ex.buffer_type(op.inputs[0]).get_shape()[1]
+    return classes
+
+
+def pick_function(module: ModuleOp, fn: str | None) -> str | None:
+    """`fn`, or "train_step" when a graph module has several functions including it."""
+    if fn is not None:
+        return fn
+    funcs = [op.sym_name.data for op in module.walk() if isinstance(op, func.FuncOp)]
+    return "train_step" if len(funcs) > 1 and "train_step" in funcs else None
+
+
+def _fan_in(b: BufferSpec, shapes: dict[str, tuple[int, ...]]) -> int:
+    if b.name.endswith(".bias") and len(shapes.get(b.name[:-5] + ".weight", ())) == 2:
+        return shapes[b.name[:-5] + ".weight"][1]
+    if len(b.shape) >= 2:
+        return math.prod(b.shape[1:])
+    return max(1, math.prod(b.shape))
+
+
+def generate(
+    loaded: LoadedFunction,
+    given: dict[str, np.ndarray],
+    classes: dict[str, int],
+    default_classes: int,
+    rng: np.random.Generator,
+) -> tuple[dict[str, np.ndarray], list[str]]:
+    """Values for every external: `given` ones, generated ones for the rest (see module doc)."""
+    shapes = {b.name: b.shape for b in loaded.externals}
+    unknown = [n for n in given if n not in shapes]
+    if unknown:
+        raise RunError(
+            f"--inputs has {', '.join(repr(n) for n in unknown)}, which @{loaded.executable.name} "
+            f"does not take (its arguments: {', '.join(shapes)})"
+        )
+    values: dict[str, np.ndarray] = {}
+    made: list[str] = []
+    for b in loaded.externals:
+        if b.name in given:
+            values[b.name] = given[b.name]
+            continue
+        made.append(b.name)
+        if b.role == "state":
+            values[b.name] = np.zeros(b.shape, b.dtype)
+        elif b.role == "param":
+            bound = 1.0 / math.sqrt(_fan_in(b, shapes))
+            values[b.name] = rng.uniform(-bound, bound, b.shape).astype(b.dtype)
+        elif np.issubdtype(b.dtype, np.integer):
+            c = classes.get(b.name, default_classes)
+            values[b.name] = rng.integers(0, c, b.shape).astype(b.dtype)
+        else:
+            values[b.name] = rng.standard_normal(b.shape).astype(b.dtype)
+    return values, made
+
+
+def updates_state(loaded: LoadedFunction) -> bool:
+    """True if the program writes a param or state buffer (it is a train step)."""
+    plan = loaded.executable.plan
+    stored = {b.slot for b in loaded.stored}
+    for s in plan.steps:
+        written = (s.dest,) if isinstance(s, CopyStep) else s.outputs
+        if stored.intersection(written):
+            return True
+    return False
+
+
+def _summary(loaded: LoadedFunction, made: list[str]) -> str:
+    roles = {b.name: b.role for b in loaded.externals}
+    inputs = [n for n in made if roles[n] == "input"]
+    parts = [f"inputs {', '.join(inputs)}"] if inputs else []
+    for role, what in (("param", "params"), ("state", "states at zero")):
+        n = sum(roles[m] == role for m in made)
+        if n:
+            parts.append(f"{n} {what}")
+    return "; ".join(parts)
+
+
+def load_npz(path: str) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path) as data:
+            return {k: data[k] for k in data.files}
+    except (OSError, ValueError) as e:
+        raise RunError(f"cannot read inputs '{path}': {e}") from None
+
+
+def _describe(name: str, a: np.ndarray) -> str:
+    value = f" = {a.item():.6g}" if a.size == 1 else ""
+    return f"  {name}: {a.dtype}{list(a.shape)}{value}"
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        with open(args.file) as f:
+            text = f.read()
+    except OSError as e:
+        raise RunError(f"cannot open '{args.file}': {e.strerror}") from None
+    module = parse_module(text, args.file)
+    classes = label_classes(module)
+    loaded = LoadedFunction.load(
+        module, pick_function(module, args.function), args.backend, inplace=not args.no_inplace
+    )
+    given = load_npz(args.inputs) if args.inputs else {}
+    rng = np.random.default_rng(args.seed)
+    values, made = generate(loaded, given, classes, args.label_classes, rng)
+    feed = loaded.set_values(values)
+    if made:
+        print(f"aicfc-run: generated {_summary(loaded, made)} (seed {args.seed})", file=sys.stderr)
+    train = updates_state(loaded)
+    outputs: dict[str, np.ndarray] = {}
+    every = max(1, args.print_every)
+    for step in range(1, args.steps + 1):
+        outputs = loaded.run(feed)
+        if "loss" in outputs and (step % every == 0 or step in (1, args.steps)):
+            print(f"step {step}: loss {float(outputs['loss']):.6f}")
+    results = loaded.results(outputs) if train else dict(outputs)
+    print(f"@{loaded.executable.name}: {args.steps} step(s) on {loaded.store.backend.name}")
+    for name, a in outputs.items():
+        print(_describe(name, a))
+    if args.output:
+        np.savez(args.output, **results)
+        print(f"wrote {len(results)} arrays to {args.output}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="aicfc-run", description="Run a function of an MLIR module (see module docstring)."
+    )
+    p.add_argument("file", help="an .mlir module (graph-level or exec IR)")
+    p.add_argument(
+        "--function", "-f", help="function to run (default: the only one, or train_step)"
+    )
+    p.add_argument("--inputs", "-i", help=".npz of argument values keyed by aicfc.name")
+    p.add_argument("--output", "-o", help=".npz to write outputs and final params/state to")
+    p.add_argument("--steps", type=int, default=1, help="how many times to run (default 1)")
+    p.add_argument("--print-every", type=int, default=1, help="print the loss every k steps")
+    p.add_argument("--seed", type=int, default=0, help="seed of generated values (default 0)")
+    p.add_argument(
+        "--label-classes",
+        type=int,
+        default=10,
+        help="classes of generated integer labels when the IR does not say (default 10)",
+    )
+    p.add_argument("--backend", default="numpy", help="numpy (default), cupy or auto")
+    p.add_argument("--no-inplace", action="store_true", help="disable aicfc-fold-inplace")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `aicfc-run` console script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    if args.steps < 1 or args.label_classes < 1:
+        print("aicfc-run: error: --steps and --label-classes must be >= 1", file=sys.stderr)
+        return 1
+    try:
+        return run(args)
+    except (IRError, PassFailedException, DiagnosticException) as e:
+        print(str(e).rstrip(), file=sys.stderr)
+    except (RunError, ExecError, ValueError) as e:
+        print(f"aicfc-run: error: {e}", file=sys.stderr)
+    except Exception as e:  # an internal failure: name it, no traceback
+        print(
+            f"aicfc-run: internal error: {type(e).__name__}: {e}\n"
+            "(please report this with the input file)",
+            file=sys.stderr,
+        )
+        return 2
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
