@@ -31,7 +31,7 @@ the elements of the function's distinct `param` arguments.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from aicfc.measured import Measurement, Thresholds
+    from aicfc.nn import Module
 
 Shape = tuple[int, ...]
 
@@ -180,6 +181,9 @@ class Node:
         """The value this node hands on (the last op's first result)."""
         return self.ops[-1].results[0]
 
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
     def lines(self) -> list[str]:
         ins = ", ".join(fmt_shape(s) for s in self.input_shapes) or "none"
         outs = ", ".join(fmt_shape(s) for s in self.output_shapes)
@@ -272,6 +276,9 @@ class FunctionReport:
 
     def linears(self) -> list[Node]:
         return [n for n in self.nodes if n.kind == "Linear"]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines()) + "\n"
 
     def lines(self) -> list[str]:
         out = [f"Operator report of @{self.name}", ""]
@@ -757,6 +764,42 @@ def measure(
     return report
 
 
+def analyze(
+    model: Module,
+    input_shape: Sequence[int] | None = None,
+    x: np.ndarray | None = None,
+    params: Mapping[str, np.ndarray] | None = None,
+    thresholds: Thresholds | None = None,
+) -> Report:
+    """The report of `model`'s forward pass, `@predict` built by aicfc.builder.build_predict.
+
+    input_shape: [N, in_features] of the inputs (taken from `x` when given).
+    x: a batch of real inputs; with it the report also has the measured part,
+    computed with `params` by name (default: the model's current parameters).
+    Raises ValueError when neither input_shape nor x is given, nn.ShapeError
+    when the shape does not fit the model, and
+    runtime.interpreter.InterpreterError when x's dtype is not the params'.
+    """
+    import numpy as np
+    from xdsl.dialects.builtin import ModuleOp
+
+    from aicfc.builder import build_predict
+
+    if x is not None:
+        x = np.asarray(x)
+        input_shape = x.shape
+    if input_shape is None:
+        raise ValueError("analyze: give input_shape=(N, in_features) or a batch x")
+    named = dict(model.named_parameters())
+    dtype = next(iter(named.values())).dtype if named else np.dtype(np.float32)
+    module = ModuleOp([build_predict(model, tuple(input_shape), dtype)])
+    if x is None:
+        return analyze_module(module)
+    values = dict(params) if params is not None else {n: p.data for n, p in named.items()}
+    values["x"] = x
+    return measure(module, values, "predict", thresholds)
+
+
 __all__ = [
     "Candidate",
     "Change",
@@ -765,6 +808,7 @@ __all__ = [
     "Node",
     "Param",
     "Report",
+    "analyze",
     "analyze_function",
     "analyze_module",
     "linear_ops",

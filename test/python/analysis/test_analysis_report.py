@@ -1,0 +1,148 @@
+"""The static operator report (aicfc/analysis.py, the aicfc-analyze pass).
+
+Expected counts are computed here from the layer sizes with the conventions
+of dialects/base.py (a multiply-add is 2 FLOPs; bytes = every operand read
+once + every result written once, 4 bytes per f32), never read back from the
+code under test.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import ModuleOp
+
+from aicfc import nn, optim
+from aicfc.analysis import analyze_module
+from aicfc.builder import build_module, build_predict
+from aicfc.context import make_context
+from aicfc.ir import parse_module
+from aicfc.passes import get_all_passes
+
+LIT_FILE = Path(__file__).resolve().parents[2] / "passes" / "aicfc-analyze.mlir"
+
+
+def linear_counts(batch: int, fan_in: int, fan_out: int) -> tuple[int, int, int]:
+    """(params, FLOPs, bytes) of matmul + bias_add at f32."""
+    params = fan_out * fan_in + fan_out
+    flops = 2 * batch * fan_in * fan_out + batch * fan_out
+    matmul_bytes = 4 * (batch * fan_in + fan_out * fan_in + batch * fan_out)
+    bias_bytes = 4 * (batch * fan_out + fan_out + batch * fan_out)
+    return params, flops, matmul_bytes + bias_bytes
+
+
+def seed_network() -> nn.Module:
+    return nn.Sequential(nn.Linear(10, 20), nn.ReLU(), nn.Linear(20, 5))
+
+
+def predict_module(model: nn.Module, x_shape: tuple[int, ...]) -> ModuleOp:
+    return ModuleOp([build_predict(model, x_shape)])
+
+
+def test_seed_network_parameters_flops_and_bytes():
+    report = analyze_module(predict_module(seed_network(), (1, 10))).function("predict")
+    kinds = [n.kind for n in report.nodes]
+    assert kinds == ["Linear", "ReLU", "Linear"]
+    first, relu, second = report.nodes
+    assert (first.param_count, first.flops, first.bytes_moved) == linear_counts(1, 10, 20)
+    assert (second.param_count, second.flops, second.bytes_moved) == linear_counts(1, 20, 5)
+    assert (first.param_count, second.param_count, report.total_params) == (220, 105, 325)
+    assert (relu.flops, relu.bytes_moved, relu.param_count) == (20, 4 * 20 * 2, 0)
+    assert first.input_shapes == ((1, 10),) and first.output_shapes == ((1, 20),)
+    assert relu.input_shapes == ((1, 20),) and second.output_shapes == ((1, 5),)
+    assert first.properties == ("linear", "trainable")
+    assert relu.properties == ("nonlinear", "irreversible", "collapse-producing")
+    assert [p.name for p in first.params] == ["0.weight", "0.bias"]
+    total_flops = linear_counts(1, 10, 20)[1] + 20 + linear_counts(1, 20, 5)[1]
+    total_bytes = linear_counts(1, 10, 20)[2] + 160 + linear_counts(1, 20, 5)[2]
+    assert (report.total_flops, report.total_bytes) == (total_flops, total_bytes)
+    assert report.arithmetic_intensity == pytest.approx(total_flops / total_bytes)
+
+
+def test_seed_network_facts_and_candidates():
+    report = analyze_module(predict_module(seed_network(), (1, 10))).function("predict")
+    assert [(c.node, c.reason) for c in report.collapse_points] == [
+        (1, "every negative input becomes 0")
+    ]
+    assert [(c.node, c.in_features, c.out_features) for c in report.expansions] == [(0, 10, 20)]
+    assert [(c.node, c.in_features, c.out_features) for c in report.contractions] == [(2, 20, 5)]
+    actions = [c.action for c in report.candidates]
+    # Seed 002 §7's three candidates, in its order, then the fusion the IR allows.
+    assert actions[:3] == [
+        "inspect effective rank of Node 0 Linear(10 -> 20)",
+        "measure ReLU activation ratio at Node 1",
+        "consider hidden dimension reduction",
+    ]
+    assert report.candidates[2].nodes == (0, 1)
+    assert any(a.startswith("fuse Node 0 Linear(10 -> 20) and Node 1 ReLU") for a in actions)
+
+
+def test_no_expansion_no_collapse_no_such_candidates():
+    model = nn.Sequential(nn.Linear(20, 8), nn.Tanh(), nn.Linear(8, 4))
+    report = analyze_module(predict_module(model, (3, 20))).function("predict")
+    assert report.collapse_points == [] and report.expansions == []
+    assert len(report.contractions) == 2
+    actions = " ".join(c.action for c in report.candidates)
+    assert "effective rank" not in actions and "hidden dimension" not in actions
+
+
+def test_fused_linear_relu_is_one_nonlinear_node():
+    module = predict_module(seed_network(), (4, 10))
+    get_all_passes()["aicfc-fuse"]()().apply(make_context(), module)
+    report = analyze_module(module).function("predict")
+    assert [n.kind for n in report.nodes] == ["Linear", "Linear"]
+    fused = report.nodes[0]
+    assert fused.activation == "ReLU" and fused.param_count == 220
+    assert "collapse-producing" in fused.properties and "linear" not in fused.properties
+    assert report.nodes[1].properties == ("linear", "trainable")
+    assert report.total_params == 325
+    assert [c.node for c in report.collapse_points] == [0]
+
+
+def test_train_step_lists_autodiff_ops_apart():
+    model = nn.Sequential(nn.Linear(6, 4), nn.ReLU(), nn.Dropout(0.25, seed=3), nn.Linear(4, 3))
+    module = build_module(model, "cross_entropy", optim.Adam(lr=1e-3), 8, ("train_step",))
+    report = analyze_module(module).function("train_step")
+    assert report.training is not None
+    assert dict(report.training.counts) == {"autodiff.backward": 1, "autodiff.adam_step": 4}
+    assert all(not name.startswith("autodiff.") for n in report.nodes for name in n.op_names)
+    assert report.total_params == (4 * 6 + 4) + (3 * 4 + 3)
+    reasons = {report.nodes[c.node].kind: c.reason for c in report.collapse_points}
+    assert (
+        reasons["Dropout"] == "a random fraction p = 0.25 of its inputs becomes 0, in training only"
+    )
+    assert reasons["CrossEntropy"] == "reduces logits [8, 3] to a scalar loss"
+    assert "Training ops (autodiff, not in the totals)" in str(report)
+
+
+def test_report_text_is_what_the_pass_prints():
+    text = LIT_FILE.read_text()
+    want = str(analyze_module(parse_module(text)))
+    out = subprocess.run(
+        [sys.executable, "-m", "aicfc.tools.aicfc_opt", str(LIT_FILE), "-p", "aicfc-analyze"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.startswith(want)
+    assert "Total parameters: 325" in want
+    assert out[len(want) :].lstrip().startswith("builtin.module")
+
+
+def test_unknown_function_is_a_key_error_naming_the_functions():
+    with pytest.raises(KeyError, match=r"no function @nope .*@predict"):
+        analyze_module(predict_module(seed_network(), (1, 10)), "nope")
+
+
+def test_numbers_scale_with_the_batch():
+    small = analyze_module(predict_module(seed_network(), (1, 10))).function("predict")
+    big = analyze_module(predict_module(seed_network(), (64, 10))).function("predict")
+    assert big.total_params == small.total_params
+    assert big.nodes[0].flops == linear_counts(64, 10, 20)[1]
+    # Weights are read once per call: intensity grows with the batch.
+    assert big.arithmetic_intensity > small.arithmetic_intensity
+    assert np.isclose(big.nodes[0].flops / small.nodes[0].flops, 64)
