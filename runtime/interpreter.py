@@ -106,7 +106,8 @@ def run_func(
             f"@{fn.sym_name.data}: expected {len(block.args)} arguments, got {len(args)}"
         )
     env: dict[SSAValue, np.ndarray] = {
-        a: _check_arg(fn, i, v, a.type) for i, (a, v) in enumerate(zip(block.args, args))
+        a: _check_arg(fn, i, v, a.type)
+        for i, (a, v) in enumerate(zip(block.args, args, strict=True))
     }
     for op in block.ops:
         if isinstance(op, func.ReturnOp):

@@ -32,7 +32,9 @@ def _op(x: Array, transpose: bool) -> Array:
 # --- constants and matrix products ------------------------------------------
 
 
-def matmul(a: Array, b: Array, *, transpose_a: bool = False, transpose_b: bool = False) -> tuple[Array]:
+def matmul(
+    a: Array, b: Array, *, transpose_a: bool = False, transpose_b: bool = False
+) -> tuple[Array]:
     return (_op(a, transpose_a) @ _op(b, transpose_b),)
 
 
