@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 from xdsl.builder import Builder
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, i64
-from xdsl.ir import Attribute, SSAValue
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, IntegerType, TensorType, i64
+from xdsl.ir import Operation, SSAValue
 
 from aicfc.dialects import graph
 
@@ -85,7 +85,7 @@ class EmitContext:
     def param(self, name: str) -> SSAValue:
         return self.params[name]
 
-    def add(self, op: Any) -> SSAValue:
+    def add(self, op: Operation) -> SSAValue:
         """Insert `op` and return its (first) result."""
         self.builder.insert(op)
         return op.results[0]
@@ -98,6 +98,10 @@ class Module:
     in assignment order, like torch.nn.Module) and override `emit` (write the
     forward ops) and, when the shape changes, `output_shape`.
     """
+
+    _parameters: OrderedDict[str, Parameter]
+    _modules: OrderedDict[str, Module]
+    training: bool
 
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())
@@ -366,7 +370,7 @@ def has_dropout(model: Module) -> bool:
     return any(getattr(m, "is_stochastic", lambda: False)() for _, m in model.named_modules())
 
 
-def scalar_constant(ctx: EmitContext, value: int, element_type: Attribute = i64) -> SSAValue:
+def scalar_constant(ctx: EmitContext, value: int, element_type: IntegerType = i64) -> SSAValue:
     """A `graph.constant dense<value> : tensor<element_type>`."""
     t = TensorType(element_type, [])
     return ctx.add(graph.ConstantOp(DenseIntOrFPElementsAttr.from_list(t, [value])))

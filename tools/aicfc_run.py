@@ -200,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
     for name, a in outputs.items():
         print(_describe(name, a))
     if args.output:
-        np.savez(args.output, **results)
+        np.savez(args.output, **results)  # type: ignore[arg-type]  # names are not savez options
         print(f"wrote {len(results)} arrays to {args.output}")
     return 0
 
