@@ -331,6 +331,8 @@ class Report:
         )
 
     def __str__(self) -> str:
+        if not self.functions:
+            return "Operator report: no func.func in the module (exec IR is not analysed)\n"
         blocks = ["\n".join(f.lines()) for f in self.functions]
         blocks += [str(m) for m in self.measurements]
         return "\n\n".join(blocks) + "\n"

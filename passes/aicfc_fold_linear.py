@@ -134,9 +134,10 @@ def layer_ending_at(v: SSAValue) -> Linear | None:
     owner = v.owner
     if not isinstance(owner, Operation):
         return None
-    if _separate_bias_add(owner, owner.operands[0]) and _linear_head(owner.operands[0].owner):
-        head = owner.operands[0].owner
-        assert isinstance(head, Operation)
+    head = owner.operands[0].owner if owner.operands else None
+    if isinstance(head, Operation) and _separate_bias_add(owner, owner.operands[0]):
+        if not _linear_head(head):
+            return None
         if len(head.operands) == 2 and _single_use(head.results[0]) is owner:
             return Linear(head, owner, owner.operands[1])
         return None

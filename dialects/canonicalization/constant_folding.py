@@ -95,7 +95,7 @@ class FoldConstantOperands(RewritePattern):
         if dense and _grows_ir(operands, result_types):
             return
         new_ops = [
-            ConstantOp(DenseIntOrFPElementsAttr.from_list(t, v.reshape(-1).tolist()))
+            ConstantOp(DenseIntOrFPElementsAttr.from_list(t, v.reshape(-1).tolist()))  # type: ignore[type-var, arg-type]
             for t, v in zip(result_types, values, strict=True)
         ]
         copy_location(op, *new_ops)

@@ -146,3 +146,9 @@ def test_numbers_scale_with_the_batch():
     # Weights are read once per call: intensity grows with the batch.
     assert big.arithmetic_intensity > small.arithmetic_intensity
     assert np.isclose(big.nodes[0].flops / small.nodes[0].flops, 64)
+
+
+def test_a_module_without_functions_says_so():
+    assert str(analyze_module(ModuleOp([]))) == (
+        "Operator report: no func.func in the module (exec IR is not analysed)\n"
+    )
