@@ -1,0 +1,18 @@
+"""The named pipelines, re-exported for API users (defined in passes/pipelines.py).
+
+    for step in aicfc.pipelines.train_pipeline("numpy"):
+        print(step.stage, step.passes)
+"""
+
+from __future__ import annotations
+
+from aicfc.passes.pipelines import (
+    GRAPH_STAGE,
+    Step,
+    parse_passes,
+    run_steps,
+    stage_names,
+    train_pipeline,
+)
+
+__all__ = ["GRAPH_STAGE", "Step", "parse_passes", "run_steps", "stage_names", "train_pipeline"]
