@@ -1,0 +1,242 @@
+"""The CUDA launch ABI without a GPU: scalar conversion, launcher tables, grouping.
+
+These run everywhere (no device, no CuPy): `cuda_abi.get_function` is replaced
+by a stub, and buffers by objects that have only a shape, dtype and address,
+so each registry entry's launcher is checked to produce exactly the scalars
+its ABI names, with their exact C types, in order after the buffers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+
+from aicfc.runtime import cuda_abi, cuda_launch, registry
+from aicfc.runtime.cuda_abi import CudaKernelError, pack_scalars, to_c_scalar
+
+
+@pytest.fixture(autouse=True)
+def stub_kernels(monkeypatch):
+    """No module is compiled here: every kernel resolves to a placeholder naming its symbol."""
+    monkeypatch.setattr(cuda_abi, "get_function", lambda s: f"<{s.symbol}>")
+
+
+# --- scalar conversion -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ctype", "value", "expected"),
+    [
+        ("float", 0.5, np.float32(0.5)),
+        ("double", 1e-3, np.float64(1e-3)),
+        ("int32_t", 7, np.int32(7)),
+        ("int64_t", 2**40, np.int64(2**40)),
+        ("uint64_t", 2**63, np.uint64(2**63)),
+        ("int32_t", True, np.int32(1)),
+        ("int32_t", 3.0, np.int32(3)),
+        ("bool", 1, np.bool_(True)),
+    ],
+)
+def test_scalars_take_exactly_their_c_type(ctype, value, expected):
+    got = to_c_scalar("k", "x", ctype, value)
+    assert type(got) is type(expected) and got == expected
+
+
+@pytest.mark.parametrize(
+    ("ctype", "value", "message"),
+    [
+        ("int32_t", 2**31, "does not fit"),
+        ("int32_t", 0.5, "non-integer"),
+        ("float", "relu", "expected a number"),
+        ("char*", 1, "unknown C type"),
+    ],
+)
+def test_bad_scalars_are_errors_naming_kernel_and_parameter(ctype, value, message):
+    pattern = re.escape(f"kernel \"k\": scalar 'x' ({ctype})") + ".*" + message
+    with pytest.raises(CudaKernelError, match=pattern):
+        to_c_scalar("k", "x", ctype, value)
+
+
+def test_pack_scalars_follows_the_abi_order_and_names_a_missing_one():
+    spec = registry.get("cuda.sgd_step_f32")
+    values = {"n": 5, "nesterov": 0, "weight_decay": 0.0, "momentum": 0.9, "lr": 0.1}
+    packed = pack_scalars(spec, values)
+    assert [type(v) for v in packed] == [np.float64] * 3 + [np.int32, np.int64]
+    del values["lr"]
+    with pytest.raises(CudaKernelError, match="its ABI lists scalar 'lr'"):
+        pack_scalars(spec, values)
+
+
+# --- every registry entry's launcher, with stub buffers ------------------------------
+
+
+@dataclass
+class Ptr:
+    ptr: int
+
+
+@dataclass
+class FakeArray:
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    data: Ptr = field(default_factory=lambda: Ptr(0x7F0000000000))
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+
+class FakeCtx:
+    sm_count = 132
+    tf32 = False
+
+    def workspace(self, nbytes: int) -> FakeArray:
+        return FakeArray((nbytes,), np.dtype(np.uint8))
+
+    def table(self, values: np.ndarray) -> FakeArray:
+        self.last_table = values
+        return FakeArray(values.shape, np.dtype(np.int64))
+
+    def cublaslt(self) -> Any:
+        raise AssertionError("library kernels are not checked here")
+
+
+F = np.dtype(np.float32)
+
+
+def f(*shape: int) -> FakeArray:
+    return FakeArray(shape, F)
+
+
+def i(*shape: int, dtype: Any = np.int32) -> FakeArray:
+    return FakeArray(shape, np.dtype(dtype))
+
+
+# op -> (inputs, outputs, params) of a representative launch
+CASES: dict[str, tuple[list[Any], list[Any], dict[str, Any]]] = {
+    "graph.matmul": ([f(8, 4), f(4, 6)], [f(8, 6)], {}),
+    "graph.gemm_epilogue": ([f(8, 4), f(4, 6), f(6)], [f(8, 6), f(8, 6)], {"act": "gelu"}),
+    "autodiff.epilogue_grad": ([f(8, 6), f(8, 6)], [f(8, 6), f(6)], {"act": "relu"}),
+    "graph.reduce_sum": ([f(8, 6)], [f(6)], {"axes": (0,)}),
+    "graph.cross_entropy": ([f(8, 10), i(8)], [f()], {}),
+    "autodiff.cross_entropy_grad": ([f(8, 10), i(8), f()], [f(8, 10)], {}),
+    "graph.softmax": ([f(8, 10)], [f(8, 10)], {"axis": 1}),
+    "autodiff.softmax_grad": ([f(8, 10), f(8, 10)], [f(8, 10)], {"axis": -1}),
+    "graph.mse_loss": ([f(8, 3), f(8, 3)], [f()], {}),
+    "autodiff.mse_loss_grad": ([f(8, 3), f(8, 3), f()], [f(8, 3)], {}),
+    "graph.bias_add": ([f(8, 6), f(6)], [f(8, 6)], {}),
+    "exec.copy": ([f(8, 6)], [f(8, 6)], {}),
+    "graph.reshape": ([f(8, 6)], [f(48)], {"shape": (48,)}),
+    "graph.transpose": ([f(2, 3, 4)], [f(4, 2, 3)], {"perm": (2, 0, 1)}),
+    "graph.broadcast_to": ([f(3, 1)], [f(2, 3, 4)], {"shape": (2, 3, 4)}),
+    "graph.dropout": ([f(8, 6), i(dtype=np.int64)], [f(8, 6)], {"p": 0.1, "seed": 3}),
+    "autodiff.dropout_grad": ([f(8, 6), i(dtype=np.int64)], [f(8, 6)], {"p": 0.1, "seed": 3}),
+    "autodiff.sgd_step": ([f(6), f(6), f(6)], [f(6), f(6)], {"lr": 0.1, "momentum": 0.9}),
+    "autodiff.adam_step": ([f(6), f(6), f(6), f(6), f()], [f(6), f(6), f(6), f()], {"lr": 0.1}),
+}
+UNARY = ("graph.relu", "graph.gelu", "graph.tanh")
+BINARY = (
+    "graph.add",
+    "graph.sub",
+    "graph.mul",
+    "autodiff.relu_grad",
+    "autodiff.gelu_grad",
+    "autodiff.tanh_grad",
+)
+
+
+def case(spec: registry.KernelSpec) -> tuple[list[Any], list[Any], dict[str, Any]]:
+    dt = np.dtype(
+        {"f32": np.float32, "i32": np.int32, "i64": np.int64}.get(spec.dtypes[0], np.float32)
+    )
+    if spec.op in UNARY:
+        return [FakeArray((8, 6), dt)], [FakeArray((8, 6), dt)], {}
+    if spec.op in BINARY:
+        return [FakeArray((8, 6), dt)] * 2, [FakeArray((8, 6), dt)], {}
+    ins, outs, params = CASES[spec.op]
+    if spec.op in ("graph.cross_entropy", "autodiff.cross_entropy_grad"):
+        ins = [ins[0], i(8, dtype=np.int64 if spec.name.endswith("i64") else np.int32), *ins[2:]]
+    if spec.transposes:
+        ta, tb = spec.transposes[0]
+        params = {**params, "transpose_a": ta, "transpose_b": tb}
+        a = f(4, 8) if ta else f(8, 4)
+        b = f(6, 4) if tb else f(4, 6)
+        ins = [a, b, *ins[2:]]
+    return ins, outs, params
+
+
+OWN_SOURCE = [k for k in registry.REGISTRY if k.backend == "cuda" and "library" not in k.flags]
+
+
+@pytest.mark.parametrize("spec", OWN_SOURCE, ids=lambda k: k.name)
+def test_each_launcher_gives_buffers_then_exactly_its_abi_scalars(spec):
+    ins, outs, params = case(spec)
+    launches = cuda_launch.launches_for(spec, ins, outs, params, FakeCtx())
+    assert len(launches) == 1
+    la = launches[0]
+    assert isinstance(la, cuda_abi.KernelLaunch) and la.function == f"<{spec.symbol}>"
+    scalars = la.args[len(la.args) - len(spec.abi) :]
+    c_types = [cuda_abi.C_SCALAR_TYPES[c] for _, c in spec.abi]
+    assert [type(s) for s in scalars] == c_types
+    buffers = la.args[: len(la.args) - len(spec.abi)]
+    assert all(isinstance(b, FakeArray) or b == np.uint64(0) for b in buffers)
+    assert all(g >= 1 for g in la.grid) and np.prod(la.block) <= 1024
+
+
+def test_gemm_scalars_and_grid():
+    spec = registry.get("cuda.gemm_epilogue_f32_s64_nt")
+    la = cuda_launch.launch_gemm(
+        spec,
+        [f(130, 40), f(70, 40), f(70)],
+        [f(130, 70)],
+        {"act": "relu", "transpose_b": True},
+        FakeCtx(),
+    )[0]
+    assert isinstance(la, cuda_abi.KernelLaunch)
+    assert la.args[4] == np.uint64(0)  # no pre-activation output: a null pointer
+    assert la.args[5:] == (np.int32(130), np.int32(70), np.int32(40), np.int32(1))
+    assert la.grid == (2, 3)
+
+
+def test_gemm_operands_that_disagree_on_k_are_an_error():
+    with pytest.raises(CudaKernelError, match=r"disagree on K"):
+        cuda_launch.gemm_mnk(f(8, 4), f(5, 6), False, False)
+
+
+def test_permute_tables_for_transpose_and_broadcast():
+    t = cuda_launch.permute_table("graph.transpose", (2, 3, 4), (4, 2, 3), {"perm": (2, 0, 1)})
+    assert t.tolist() == [4, 2, 3, 1, 12, 4]
+    b = cuda_launch.permute_table("graph.broadcast_to", (3, 1), (2, 3, 4), {})
+    assert b.tolist() == [2, 3, 4, 0, 1, 0]
+
+
+def test_reduce_view():
+    assert cuda_launch.reduce_view((4, 5, 6), (1, 2)) == (4, 30, 1)
+    assert cuda_launch.reduce_view((4, 5, 6), (-3,)) == (1, 4, 30)
+    with pytest.raises(CudaKernelError, match="contiguous run"):
+        cuda_launch.reduce_view((4, 5, 6), (0, 2))
+
+
+def test_adam_steps_with_equal_params_group_into_one_launch():
+    adam = registry.get("cuda.adam_step_multi_tensor_f32")
+    relu = registry.get("cuda.relu_f32")
+    p1, p2 = {"lr": 0.1}, {"lr": 0.2}
+    groups = cuda_launch.group_steps(
+        [relu, adam, adam, None, adam, adam, adam], [{}, p1, p1, {}, p1, p1, p2]
+    )
+    assert [g.indices for g in groups] == [(0,), (1, 2), (3,), (4, 5), (6,)]
+    ctx = FakeCtx()
+    group = [
+        ([f(3000), f(3000), f(3000), f(3000), f()], [f(3000), f(3000), f(3000), f()]),
+        ([f(5), f(5), f(5), f(5), f()], [f(5), f(5), f(5), f()]),
+    ]
+    (la,) = cuda_launch.launch_adam_group(adam, group, p1, ctx)
+    assert isinstance(la, cuda_abi.KernelLaunch)
+    chunk = int(la.args[4])
+    assert la.grid == (-(-3000 // chunk) + 1,)
+    table = ctx.last_table
+    assert table.size == 2 * 10 + 2 * la.grid[0] and table[9] == 3000 and table[19] == 5

@@ -1,0 +1,222 @@
+"""The CuPy backend on the GPU: seed 000 §10's checklist, capture and replay, checkpoints.
+
+Programs are built with the public API (`aicfc.Program` on a `CupyBackend`),
+so the whole pipeline runs: fuse, expand-backward, lower-exec{backend=cuda},
+fold-inplace, plan-memory, then load, capture and replay.
+
+Tolerances (norm-wise relative error of all params together):
+- graph replay against the eager mode of the same backend: 1e-6 (the same
+  kernels on the same buffers; only launch order granularity differs);
+- CuPy (strict fp32) against the NumPy backend after 10 Adam steps: 1e-4
+  (float32 rounding differs per kernel; Adam's m/sqrt(v) amplifies it only
+  for near-zero gradients);
+- TF32 against NumPy after 10 steps: 2e-2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import aicfc
+from aicfc import nn, optim
+from aicfc.program import Program
+from aicfc.runtime.backend import ExecError, InputError, LaunchStep, get_backend
+from gpu.gpu_support import gpu, rel_err
+
+pytestmark = gpu
+
+IN, HIDDEN, OUT, BATCH = 64, 96, 10, 48
+
+
+def make_model(dropout: float = 0.0, seed: int = 0) -> nn.Module:
+    aicfc.manual_seed(seed)
+    layers: list[nn.Module] = [nn.Linear(IN, HIDDEN), nn.ReLU()]
+    if dropout:
+        layers.append(nn.Dropout(dropout))
+    layers += [nn.Linear(HIDDEN, HIDDEN), nn.GELU(), nn.Linear(HIDDEN, OUT)]
+    return nn.Sequential(*layers)
+
+
+def backend(**options: Any) -> Any:
+    from aicfc.runtime.cupy_backend import CupyBackend
+
+    return CupyBackend(**options)
+
+
+def program(kind: str, dropout: float = 0.0, opt: Any = None, **options: Any) -> Program:
+    be = get_backend("numpy") if kind == "numpy" else backend(**options)
+    return Program(make_model(dropout), "cross_entropy", opt or optim.Adam(lr=3e-3), be)
+
+
+def batches(n: int, seed: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [
+        (rng.standard_normal((BATCH, IN)).astype(np.float32), rng.integers(0, OUT, BATCH))
+        for _ in range(n)
+    ]
+
+
+def params_err(a: Program, b: Program) -> float:
+    pa, pb = a.parameters(), b.parameters()
+    return rel_err(
+        np.concatenate([pa[k].ravel() for k in pa]), np.concatenate([pb[k].ravel() for k in pb])
+    )
+
+
+def train(p: Program, data: list[tuple[np.ndarray, np.ndarray]]) -> list[float]:
+    return [p.step(x, y) for x, y in data]
+
+
+def test_auto_picks_cupy_where_a_gpu_is_usable():
+    assert get_backend("auto").name == "cupy"
+    assert aicfc.compile(make_model(), backend="auto").backend.name == "cupy"
+
+
+def test_aliased_buffers_have_equal_device_pointers():
+    """Seed 000 §10.1: param' / exp_avg' / exp_avg_sq' / step' are the param's own buffers."""
+    p = program("cupy")
+    p.step(*batches(1)[0])
+    exe = p.executable()
+    adam = [s for s in exe.plan.steps if isinstance(s, LaunchStep) and "adam" in s.kernel]
+    assert len(adam) == 6  # three Linear layers, weight and bias each
+    for s in adam:
+        for out, inp in zip(
+            s.outputs, (s.inputs[0], s.inputs[2], s.inputs[3], s.inputs[4]), strict=True
+        ):
+            assert exe.arrays[out].data.ptr == exe.arrays[inp].data.ptr
+        name = exe.plan.buffers[s.inputs[0]].name
+        assert exe.arrays[s.inputs[0]].data.ptr == p.store[name].data.ptr
+    # One multi-tensor launch updates all six parameters.
+    assert exe.kernels.count("cuda.adam_step_multi_tensor_f32") == 1
+
+
+def test_train_mode_does_not_copy_params_in_between_replays():
+    """Seed 000 §10.2: params live in the fixed buffers; outside values are not copied in."""
+    p = program("cupy")
+    data = batches(4)
+    train(p, data[:2])
+    exe = p.executable()
+    assert exe.captured
+    ptr = exe.buffer("0.weight").data.ptr
+    outside = p.state_dict()["0.weight"]
+    outside += 100.0  # a host copy changed by the user is not the training buffer
+    with pytest.raises(InputError, match=r"unknown input .0\.weight"):
+        exe.run({"x": data[2][0], "y": data[2][1].astype(np.int32), "0.weight": outside})
+    before = p.parameters()["0.weight"]
+    p.step(*data[2])
+    after = p.parameters()["0.weight"]
+    assert exe.buffer("0.weight").data.ptr == ptr
+    assert 0 < np.abs(after - before).max() < 0.1  # one Adam step from the device values
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.25])
+def test_replays_equal_eager_steps_and_the_numpy_backend(dropout):
+    """Seed 000 §10: N replays == N eager steps == the NumPy backend's N steps."""
+    data = batches(10)
+    graph = program("cupy", dropout)
+    eager = program("cupy", dropout, graph=False, sync_each_launch=True)
+    ref = program("numpy", dropout)
+    lg, le, ln = train(graph, data), train(eager, data), train(ref, data)
+    assert graph.executable().replays == len(data) - 1
+    assert params_err(graph, eager) < 1e-6
+    assert rel_err(np.array(lg), np.array(le)) < 1e-6
+    assert params_err(graph, ref) < 1e-4
+    assert rel_err(np.array(lg), np.array(ln)) < 1e-4
+    sg, sn = graph.state_dict(), ref.state_dict()
+    for k in sn:
+        if k.endswith(".step") or k == "rng.offset":
+            np.testing.assert_array_equal(sg[k], sn[k])
+
+
+def test_sgd_with_momentum_matches_numpy():
+    opt = optim.SGD(lr=0.05, momentum=0.9)
+    data = batches(6)
+    g, n = program("cupy", opt=opt), program("numpy", opt=opt)
+    train(g, data), train(n, data)
+    assert params_err(g, n) < 1e-5
+
+
+def test_tf32_trains_close_to_numpy_and_uses_tensor_core_kernels():
+    data = batches(10)
+    t, n = program("cupy", tf32=True), program("numpy")
+    train(t, data), train(n, data)
+    assert any("tf32" in k for k in t.executable().kernels)
+    assert params_err(t, n) < 2e-2
+
+
+def test_checkpoint_continues_the_same_trajectory_without_recapture():
+    data = batches(10)
+    a = program("cupy")
+    train(a, data[:5])
+    ckpt = a.state_dict()
+    b = program("cupy")
+    b.step(*data[0])  # captured on its own initial weights
+    exe = b.executable()
+    graph_before = exe._graph
+    b.load_state_dict(ckpt)
+    assert exe._graph is graph_before  # loading writes the fixed buffers: no new capture
+    la, lb = train(a, data[5:]), train(b, data[5:])
+    assert la == lb
+    assert params_err(a, b) == 0.0
+
+
+def test_a_held_output_is_not_overwritten_by_the_next_replay():
+    p = program("cupy")
+    data = batches(3)
+    p.step(*data[0])
+    exe = p.executable()
+    first = exe.run({"x": data[1][0], "y": data[1][1].astype(np.int32)})
+    kept = first["loss"].copy()
+    exe.run({"x": data[2][0], "y": data[2][1].astype(np.int32)})
+    assert first["loss"] == kept
+
+
+def test_predict_shares_the_trained_params_and_matches_numpy():
+    data = batches(5)
+    g, n = program("cupy"), program("numpy")
+    train(g, data), train(n, data)
+    x = data[0][0]
+    assert rel_err(g.predict(x), n.predict(x)) < 1e-4
+    y1 = g.predict(x)
+    g.step(*data[1])
+    y2 = g.predict(x)  # the replayed predict graph reads the updated params
+    assert not np.array_equal(y1, y2)
+
+
+def test_a_numpy_lowered_program_is_refused_with_the_kernel_name():
+    from xdsl.dialects.builtin import ModuleOp
+
+    from aicfc.builder import build_train_step
+    from aicfc.context import make_context
+    from aicfc.dialects import exec as ex
+    from aicfc.passes.pipelines import run_steps, train_pipeline
+
+    fn = build_train_step(make_model(), "cross_entropy", optim.Adam(), (BATCH, IN), np.float32)
+    module = ModuleOp([fn])
+    run_steps(make_context(), module, train_pipeline("numpy"))
+    prog = next(op for op in module.ops if isinstance(op, ex.ProgramOp))
+    be = backend()
+    with pytest.raises(ExecError, match=r'kernel "numpy\.[a-z_]+" is a numpy kernel'):
+        be.load(prog, be.create_store())
+
+
+def test_autotune_cache_overrides_the_gemm_choice(tmp_path):
+    from aicfc.runtime import autotune
+
+    p = program("cupy")
+    data = batches(2)
+    p.step(*data[0])
+    path = tmp_path / "tune.json"
+    results = autotune.tune_executable(p.executable(), str(path), repeats=5)
+    assert results and path.exists()
+    tuned = Program(
+        make_model(), "cross_entropy", optim.Adam(lr=3e-3), backend(autotune_cache=str(path))
+    )
+    ref = program("numpy")
+    train(tuned, data), train(ref, data)
+    assert params_err(tuned, ref) < 1e-4
+    chosen = {r.kernel for r in results}
+    assert chosen & set(tuned.executable().kernels)

@@ -1,0 +1,458 @@
+"""Every CUDA kernel of the registry against runtime/reference.py, on the GPU.
+
+Inputs are fresh random arrays (never zeros); outputs are poisoned (NaN, or a
+sentinel for integers) before each launch, so an unwritten element fails. The
+reference runs in float64 on upcast inputs; the metric is the norm-wise
+relative error (F32_TOL = 1e-5 for strict fp32, TF32_TOL = 2e-3 for TF32).
+Launches go through the backend's own path (registry entry -> launcher -> ABI
+conversion), so the scalars reach the kernels exactly as in a program.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from aicfc.runtime import cuda_abi, cuda_launch, reference, registry
+from aicfc.runtime.cuda_abi import CudaKernelError
+from gpu.gpu_support import F32_TOL, TF32_TOL, gpu, randn, rel_err
+
+pytestmark = gpu
+
+POISON = {np.dtype(np.float32): np.nan, np.dtype(np.int32): -7, np.dtype(np.int64): -7}
+
+
+class Ctx:
+    """A LoadContext for launching single kernels (what CupyExecutable provides)."""
+
+    def __init__(self) -> None:
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(0)
+        self.sm_count = int(props["multiProcessorCount"])
+        self.tf32 = False
+        self.keep: list[Any] = []
+        self._lt: Any = None
+
+    def workspace(self, nbytes: int) -> Any:
+        import cupy
+
+        ws = cupy.zeros(max(256, nbytes), dtype=np.uint8)
+        self.keep.append(ws)
+        return ws
+
+    def table(self, values: np.ndarray) -> Any:
+        import cupy
+
+        t = cupy.asarray(values.astype(np.int64))
+        self.keep.append(t)
+        return t
+
+    def cublaslt(self) -> Any:
+        from aicfc.runtime import cublaslt
+
+        reason = cublaslt.available()
+        if reason:
+            pytest.skip(reason)
+        if self._lt is None:
+            self._lt = cublaslt.CublasLt()
+        return self._lt
+
+
+CTX: Ctx | None = None
+
+
+def ctx() -> Ctx:
+    global CTX
+    if CTX is None:
+        CTX = Ctx()
+    return CTX
+
+
+def launch(
+    kernel: str,
+    ins: list[np.ndarray | None],
+    out_specs: list[tuple[tuple[int, ...], Any]],
+    params: dict[str, Any] | None = None,
+    alias: dict[int, int] | None = None,
+    repeat: int = 1,
+) -> list[np.ndarray]:
+    """Run registry kernel `kernel` on `ins`; outputs are poisoned fresh buffers.
+
+    alias maps output index -> input index to run in place (the input's buffer).
+    """
+    import cupy
+
+    spec = registry.get(kernel)
+    d_ins = [None if a is None else cupy.asarray(a) for a in ins]
+    d_outs = []
+    for k, (shape, dtype) in enumerate(out_specs):
+        if alias and k in alias:
+            d_outs.append(d_ins[alias[k]])
+        else:
+            d_outs.append(cupy.full(shape, POISON[np.dtype(dtype)], dtype=dtype))
+    present = [a for a in d_ins if a is not None]
+    if spec.op in ("graph.gemm_epilogue", "graph.matmul"):
+        present = d_ins
+    launches = cuda_launch.launches_for(spec, present, d_outs, params or {}, ctx())
+    stream = cupy.cuda.Stream(non_blocking=True)
+    cupy.cuda.runtime.deviceSynchronize()
+    for _ in range(repeat):
+        for la in launches:
+            la(stream)
+    stream.synchronize()
+    return [cupy.asnumpy(o) for o in d_outs]
+
+
+# --- GEMM -------------------------------------------------------------------
+
+F64 = np.float64
+GEMM_FAMILIES = {
+    "f32_s64": F32_TOL,
+    "f32": F32_TOL,
+    "tf32": TF32_TOL,
+    "cublaslt_f32": F32_TOL,
+    "cublaslt_tf32": TF32_TOL,
+}
+PAIRS = {"nn": (False, False), "nt": (False, True), "tn": (True, False), "tt": (True, True)}
+
+
+def gemm_kernel(op: str, family: str, pair: str) -> str:
+    if family.startswith("cublaslt"):
+        return f"cuda.{op}_{family}"
+    return f"cuda.{op}_{family}_{pair}"
+
+
+def stored(a: np.ndarray, transpose: bool) -> np.ndarray:
+    return np.ascontiguousarray(a.T) if transpose else a
+
+
+@pytest.mark.parametrize("pair", list(PAIRS))
+@pytest.mark.parametrize("family", list(GEMM_FAMILIES))
+@pytest.mark.parametrize(("m", "n", "k"), [(67, 48, 131), (256, 320, 200)])
+def test_gemm_epilogue_with_bias_act_and_pre_activation(family, pair, m, n, k):
+    """Y = act(op(A) op(B) + bias), Z = op(A) op(B) + bias; M != N checks the bias orientation."""
+    rng = np.random.default_rng(hash((family, pair, m)) % 2**32)
+    ta, tb = PAIRS[pair]
+    a, b, bias = randn(rng, m, k), randn(rng, k, n), randn(rng, n)
+    act = "relu" if family.startswith("cublaslt") else "gelu"
+    params = {"act": act, "transpose_a": ta, "transpose_b": tb}
+    y, z = launch(
+        gemm_kernel("gemm_epilogue", family, pair),
+        [stored(a, ta), stored(b, tb), bias],
+        [((m, n), np.float32), ((m, n), np.float32)],
+        params,
+    )
+    ref_y, ref_z = reference.gemm_epilogue(a.astype(F64), b.astype(F64), bias.astype(F64), act=act)
+    tol = GEMM_FAMILIES[family]
+    assert rel_err(z, ref_z) < tol
+    assert rel_err(y, ref_y) < tol
+
+
+@pytest.mark.parametrize("pair", list(PAIRS))
+@pytest.mark.parametrize("family", list(GEMM_FAMILIES))
+def test_matmul_without_bias(family, pair):
+    rng = np.random.default_rng(7)
+    m, n, k = 96, 40, 72
+    ta, tb = PAIRS[pair]
+    a, b = randn(rng, m, k), randn(rng, k, n)
+    (y,) = launch(
+        gemm_kernel("matmul", family, pair),
+        [stored(a, ta), stored(b, tb)],
+        [((m, n), np.float32)],
+        {"transpose_a": ta, "transpose_b": tb},
+    )
+    assert rel_err(y, a.astype(F64) @ b.astype(F64)) < GEMM_FAMILIES[family]
+
+
+@pytest.mark.parametrize(
+    "kernel", ["cuda.gemm_epilogue_f32_s64_nn", "cuda.gemm_epilogue_cublaslt_f32"]
+)
+def test_bias_runs_along_n_on_a_non_square_product(kernel):
+    """A bias of length N = 80 is added to every row of Y [48, 80] (never along M)."""
+    rng = np.random.default_rng(3)
+    a, b = randn(rng, 48, 32), randn(rng, 32, 80)
+    bias = np.arange(80, dtype=np.float32) * 10.0
+    (y,) = launch(kernel, [a, b, bias], [((48, 80), np.float32)], {"act": "none"})
+    assert rel_err(y - bias, a.astype(F64) @ b.astype(F64)) < F32_TOL
+    assert rel_err(y, reference.gemm_epilogue(a, b, bias)[0]) < F32_TOL
+
+
+# --- backward epilogue, reductions, losses ---------------------------------
+
+
+@pytest.mark.parametrize("act", ["relu", "gelu"])
+def test_epilogue_grad(act):
+    rng = np.random.default_rng(11)
+    dy, saved = randn(rng, 300, 70), randn(rng, 300, 70)
+    dz, db = launch(
+        "cuda.epilogue_grad_f32",
+        [dy, saved],
+        [((300, 70), np.float32), ((70,), np.float32)],
+        {"act": act},
+    )
+    ref_dz, ref_db = reference.epilogue_grad(dy.astype(F64), saved.astype(F64), act=act)
+    assert rel_err(dz, ref_dz) < F32_TOL and rel_err(db, ref_db) < F32_TOL
+
+
+@pytest.mark.parametrize(
+    ("shape", "axes", "keepdims"),
+    [
+        ((37, 53), (0,), False),
+        ((37, 53), (1,), False),
+        ((37, 53), (0, 1), False),
+        ((4, 5, 6), (1,), True),
+        ((4, 5, 6), (1, 2), False),
+        ((3000,), (0,), False),
+    ],
+)
+def test_reduce_sum(shape, axes, keepdims):
+    rng = np.random.default_rng(5)
+    x = randn(rng, *shape)
+    (ref,) = reference.reduce_sum(x.astype(F64), axes=axes, keepdims=keepdims)
+    (out,) = launch(
+        "cuda.reduce_sum_f32", [x], [(ref.shape, np.float32)], {"axes": axes, "keepdims": keepdims}
+    )
+    assert rel_err(out, ref) < F32_TOL
+
+
+def test_reduce_sum_of_non_contiguous_axes_is_a_clear_error():
+    with pytest.raises(CudaKernelError, match="one contiguous run of axes"):
+        cuda_launch.reduce_view((4, 5, 6), (0, 2))
+
+
+@pytest.mark.parametrize("labels", ["i32", "i64"])
+@pytest.mark.parametrize(("n", "c"), [(37, 11), (130, 1000)])
+def test_cross_entropy_and_grad(labels, n, c):
+    rng = np.random.default_rng(n + c)
+    logits = randn(rng, n, c, scale=3.0)
+    y = rng.integers(0, c, n).astype(np.int32 if labels == "i32" else np.int64)
+    dloss = np.asarray(rng.uniform(0.5, 2.0), dtype=np.float32)
+    (loss,) = launch(f"cuda.cross_entropy_f32_{labels}", [logits, y], [((), np.float32)], repeat=2)
+    (dx,) = launch(
+        f"cuda.cross_entropy_grad_f32_{labels}", [logits, y, dloss], [((n, c), np.float32)]
+    )
+    assert rel_err(loss, reference.cross_entropy(logits.astype(F64), y)[0]) < F32_TOL
+    ref_dx = reference.cross_entropy_grad(logits.astype(F64), y, dloss.astype(F64))[0]
+    assert rel_err(dx, ref_dx) < F32_TOL
+
+
+def test_softmax_and_grad():
+    rng = np.random.default_rng(2)
+    x, dy = randn(rng, 19, 70, scale=4.0), randn(rng, 19, 70)
+    (y,) = launch("cuda.softmax_f32", [x], [((19, 70), np.float32)], {"axis": -1})
+    ref_y = reference.softmax(x.astype(F64), axis=1)[0]
+    assert rel_err(y, ref_y) < F32_TOL
+    (dx,) = launch("cuda.softmax_grad_f32", [dy, y], [((19, 70), np.float32)], {"axis": 1})
+    assert rel_err(dx, reference.softmax_grad(dy.astype(F64), ref_y, axis=1)[0]) < F32_TOL
+
+
+def test_mse_loss_and_grad():
+    rng = np.random.default_rng(4)
+    p, t = randn(rng, 130, 7), randn(rng, 130, 7)
+    dloss = np.asarray(1.7, dtype=np.float32)
+    (loss,) = launch("cuda.mse_loss_f32", [p, t], [((), np.float32)], repeat=3)
+    (dp,) = launch("cuda.mse_loss_grad_f32", [p, t, dloss], [((130, 7), np.float32)])
+    assert rel_err(loss, reference.mse_loss(p.astype(F64), t.astype(F64))[0]) < F32_TOL
+    ref_dp = reference.mse_loss_grad(p.astype(F64), t.astype(F64), dloss.astype(F64))[0]
+    assert rel_err(dp, ref_dp) < F32_TOL
+
+
+# --- elementwise and layout ------------------------------------------------
+
+BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
+
+
+@pytest.mark.parametrize("dt", ["f32", "i32", "i64"])
+@pytest.mark.parametrize("op", list(BINARY))
+def test_binary(op, dt):
+    rng = np.random.default_rng(8)
+    np_dt = {"f32": np.float32, "i32": np.int32, "i64": np.int64}[dt]
+    if dt == "f32":
+        a, b = randn(rng, 1003), randn(rng, 1003)
+    else:
+        a, b = (rng.integers(-(2**20), 2**20, 1003).astype(np_dt) for _ in range(2))
+    (out,) = launch(f"cuda.{op}_{dt}", [a, b], [((1003,), np_dt)])
+    np.testing.assert_array_equal(out, BINARY[op](a, b))
+
+
+@pytest.mark.parametrize(
+    ("kernel", "ref"),
+    [("relu", reference.relu), ("gelu", reference.gelu), ("tanh", reference.tanh)],
+)
+def test_unary_in_place_and_out_of_place(kernel, ref):
+    rng = np.random.default_rng(9)
+    x = randn(rng, 1003, scale=2.0)
+    (out,) = launch(f"cuda.{kernel}_f32", [x], [((1003,), np.float32)])
+    (inplace,) = launch(f"cuda.{kernel}_f32", [x], [((1003,), np.float32)], alias={0: 0})
+    expected = ref(x.astype(F64))[0]
+    assert rel_err(out, expected) < F32_TOL and rel_err(inplace, expected) < F32_TOL
+
+
+@pytest.mark.parametrize(
+    ("kernel", "ref"),
+    [
+        ("relu_grad", reference.relu_grad),
+        ("gelu_grad", reference.gelu_grad),
+        ("tanh_grad", reference.tanh_grad),
+    ],
+)
+def test_activation_grads(kernel, ref):
+    rng = np.random.default_rng(10)
+    dy, s = randn(rng, 1003), randn(rng, 1003, scale=2.0)
+    (out,) = launch(f"cuda.{kernel}_f32", [dy, s], [((1003,), np.float32)])
+    assert rel_err(out, ref(dy.astype(F64), s.astype(F64))[0]) < F32_TOL
+
+
+def test_bias_add():
+    rng = np.random.default_rng(12)
+    x, bias = randn(rng, 33, 17), randn(rng, 17)
+    (out,) = launch("cuda.bias_add_f32", [x, bias], [((33, 17), np.float32)])
+    np.testing.assert_array_equal(out, x + bias)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_copy_reshape_transpose_broadcast(dtype):
+    rng = np.random.default_rng(13)
+    x = rng.integers(-1000, 1000, (3, 4, 5)).astype(dtype)
+    suffix = "b32" if np.dtype(dtype).itemsize == 4 else "b64"
+    (flat,) = launch("cuda.reshape", [x], [((60,), dtype)], {"shape": (60,)})
+    np.testing.assert_array_equal(flat, x.reshape(60))
+    (t,) = launch(f"cuda.transpose_{suffix}", [x], [((5, 3, 4), dtype)], {"perm": (2, 0, 1)})
+    np.testing.assert_array_equal(t, np.transpose(x, (2, 0, 1)))
+    col = x[0, :, :1]  # [4, 1]
+    (bc,) = launch(
+        f"cuda.broadcast_to_{suffix}",
+        [np.ascontiguousarray(col)],
+        [((3, 4, 5), dtype)],
+        {"shape": (3, 4, 5)},
+    )
+    np.testing.assert_array_equal(bc, np.broadcast_to(col, (3, 4, 5)))
+
+
+def test_copy_of_an_odd_number_of_bytes():
+    x = np.arange(7, dtype=np.int32)
+    (out,) = launch("cuda.copy", [x], [((7,), np.int32)])
+    np.testing.assert_array_equal(out, x)
+
+
+# --- dropout ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kernel", ["cuda.dropout_f32", "cuda.dropout_grad_f32"])
+def test_dropout_is_bit_identical_to_the_reference_philox(kernel):
+    rng = np.random.default_rng(14)
+    x = randn(rng, 1001) + 3.0  # no zeros: a dropped element is exactly 0
+    offset = np.asarray(12_345_678_901, dtype=np.int64)
+    params = {"p": 0.3, "seed": (1 << 33) + 7}
+    (out,) = launch(kernel, [x, offset], [((1001,), np.float32)], params)
+    (ref,) = reference.dropout(x, offset, **params)
+    np.testing.assert_array_equal(out, ref)
+    keep = ref != 0
+    assert 0.6 < keep.mean() < 0.8
+    (other,) = launch(kernel, [x, offset + 1], [((1001,), np.float32)], params)
+    assert ((other != 0) != keep).any(), "a new offset must draw a new mask"
+
+
+# --- optimizers ----------------------------------------------------------------
+
+
+def adam_ref(p, g, m, v, s, **hp):
+    return reference.adam_step(p, g, m, v, s, **hp)
+
+
+@pytest.mark.parametrize(
+    "hp",
+    [
+        {"lr": 1e-3},
+        {"lr": 3e-3, "weight_decay": 0.01},
+        {"lr": 2e-3, "weight_decay": 0.1, "decoupled_weight_decay": True, "beta1": 0.8},
+    ],
+)
+@pytest.mark.parametrize("in_place", [True, False])
+def test_multi_tensor_adam_updates_every_tensor_in_one_launch(hp, in_place):
+    import cupy
+
+    rng = np.random.default_rng(15)
+    sizes, steps = [5000, 37, 1024 * 9 + 3], [0.0, 5.0, 41.0]
+    group, host = [], []
+    for n, s in zip(sizes, steps, strict=True):
+        p, g, m = randn(rng, n), randn(rng, n), randn(rng, n, scale=0.1)
+        v = np.abs(randn(rng, n, scale=0.01))
+        st = np.asarray(s, dtype=np.float32)
+        ins = [cupy.asarray(a) for a in (p, g, m, v, st)]
+        if in_place:
+            outs = [ins[0], ins[2], ins[3], ins[4]]
+        else:
+            outs = [cupy.full(a.shape, np.nan, np.float32) for a in (p, m, v, st)]
+        group.append((ins, outs))
+        host.append((p, g, m, v, st))
+    spec = registry.get("cuda.adam_step_multi_tensor_f32")
+    (la,) = cuda_launch.launch_adam_group(spec, group, hp, ctx())
+    stream = cupy.cuda.Stream(non_blocking=True)
+    cupy.cuda.runtime.deviceSynchronize()
+    la(stream)
+    stream.synchronize()
+    for (_, outs), args in zip(group, host, strict=True):
+        ref = adam_ref(*args, **hp)
+        for got, want in zip(outs, ref, strict=True):
+            assert rel_err(cupy.asnumpy(got), want) < 1e-6
+    # The ticket counter was reset: a second launch advances every step again.
+    la(stream)
+    stream.synchronize()
+    assert [float(outs[3].get()) for _, outs in group] == [
+        (s + 2.0 if in_place else s + 1.0) for s in steps
+    ]
+
+
+@pytest.mark.parametrize(
+    "hp",
+    [
+        {"lr": 0.1},
+        {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.01},
+        {"lr": 0.05, "momentum": 0.9, "nesterov": True},
+    ],
+)
+def test_sgd(hp):
+    rng = np.random.default_rng(16)
+    p, g, buf = randn(rng, 777), randn(rng, 777), randn(rng, 777)
+    has_buf = "momentum" in hp
+    ins = [p, g, buf] if has_buf else [p, g]
+    outs = [((777,), np.float32)] * (2 if has_buf else 1)
+    got = launch("cuda.sgd_step_f32", ins, outs, hp)
+    ref = reference.sgd_step(p, g, buf if has_buf else None, **hp)
+    for a, b in zip(got, ref, strict=True):
+        assert rel_err(a, b) < 1e-6
+
+
+# --- the ABI and its errors ----------------------------------------------------
+
+
+def test_every_registered_cuda_source_loads_with_the_abi_version():
+    sources = {k.source for k in registry.REGISTRY if k.backend == "cuda" and k.source}
+    for source in sorted(sources):
+        module = cuda_abi.load_module(source)
+        assert cuda_abi._read_abi_version(module, source) == cuda_abi.KERNEL_ABI_VERSION
+
+
+def test_an_abi_version_mismatch_is_refused(monkeypatch):
+    monkeypatch.setattr(cuda_abi, "KERNEL_ABI_VERSION", 99)
+    monkeypatch.setattr(cuda_abi, "_MODULES", {})
+    with pytest.raises(
+        CudaKernelError, match="speaks launch ABI version 1, this runtime speaks 99"
+    ):
+        cuda_abi.load_module("elementwise.cu")
+
+
+def test_a_refused_launch_names_the_kernel_shapes_and_cuda_error():
+    import cupy
+
+    spec = registry.get("cuda.relu_f32")
+    x = cupy.ones(10, np.float32)
+    bad = cuda_abi.kernel_launch(spec, (1,), (4096,), [x, x], {"n": 10})
+    with pytest.raises(
+        CudaKernelError, match=r'kernel "cuda.relu_f32" \(float32\[10\], float32\[10\]\)'
+    ):
+        bad(cupy.cuda.Stream(non_blocking=True))
