@@ -111,7 +111,7 @@ _LOCK = threading.Lock()
 
 def compile_options() -> tuple[str, ...]:
     """NVRTC options: our include folder, the toolkit's (for mma.h), C++17."""
-    opts = [f"-I{_kernel_dir()}", "--std=c++17"]
+    opts = [f"-I{_kernel_dir()}", "-std=c++17"]
     cuda_path = os.environ.get("CUDA_PATH")
     if not cuda_path:
         try:

@@ -1,0 +1,213 @@
+"""GEMM sweep: every CUDA GEMM variant of the registry over (M, N, K), with errors.
+
+    python tools/bench_gemm.py [--json out.json] [--sizes 128x256x784,4096x4096x4096]
+
+For each size and variant (our SIMT fp32 kernels with 64- and 128-wide tiles,
+our TF32 WMMA kernel, cuBLASLt strict fp32 and cuBLASLt TF32) it launches
+gemm_epilogue (bias + ReLU, Y = relu(X W^T + b), the forward of a Linear
+layer: transpose_b) through the backend's own launch path, and reports the
+median time per launch (CUDA events; 3 warm-ups, then the median of 5 batches
+of launches), TFLOP/s counting 2*M*N*K, and the error against a float64
+product on the GPU: norm-wise relative error and the largest element error
+relative to the largest |reference| element. Inputs are random normal; the
+output is poisoned with NaN before the first launch. It also measures the
+ceilings used in BENCHMARKS.md: a device-to-device copy (bytes read + written)
+and cuBLAS's 8192^3 product in strict fp32 (CuPy's matmul); the TF32 ceiling is
+the cuBLASLt TF32 row of the largest size.
+
+Not a test: a tool that prints a table (seed 003 §2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from typing import Any
+
+import numpy as np
+
+VARIANTS = {
+    "own f32 s64": "cuda.gemm_epilogue_f32_s64_nt",
+    "own f32 128": "cuda.gemm_epilogue_f32_nt",
+    "own tf32 wmma": "cuda.gemm_epilogue_tf32_nt",
+    "cuBLASLt f32": "cuda.gemm_epilogue_cublaslt_f32",
+    "cuBLASLt tf32": "cuda.gemm_epilogue_cublaslt_tf32",
+}
+DEFAULT_SIZES = [
+    (128, 256, 784),
+    (128, 10, 256),
+    (1024, 4096, 1024),
+    (1024, 1024, 4096),
+    (4096, 4096, 4096),
+    (8192, 8192, 4096),
+    (8192, 4096, 8192),
+]
+
+
+def time_fn(fn: Any, stream: Any, repeats: int) -> float:
+    """Median seconds per call of `fn(stream)` (CUDA events, 3 warm-ups, 5 batches)."""
+    import cupy
+
+    for _ in range(3):
+        fn(stream)
+    samples = []
+    for _ in range(5):
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record(stream)
+        for _ in range(repeats):
+            fn(stream)
+        end.record(stream)
+        end.synchronize()
+        samples.append(cupy.cuda.get_elapsed_time(start, end) / 1e3 / repeats)
+    return statistics.median(samples)
+
+
+def ceilings() -> dict[str, float]:
+    """Measured copy bandwidth (bytes/s) and cuBLAS fp32 / TF32 rates (FLOP/s)."""
+    import cupy
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    n = 1 << 28  # 1 GiB of float32
+    src = cupy.random.standard_normal(n, dtype=np.float32)
+    dst = cupy.empty_like(src)
+    rt = cupy.cuda.runtime
+
+    def copy(s: Any) -> None:
+        rt.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes, rt.memcpyDeviceToDevice, s.ptr)
+
+    copy_s = time_fn(copy, stream, 10)
+    out: dict[str, float] = {"copy_bytes_per_s": 2 * n * 4 / copy_s}
+    m = 8192
+    a = cupy.random.standard_normal((m, m), dtype=np.float32)
+    b = cupy.random.standard_normal((m, m), dtype=np.float32)
+    # CuPy's cuBLAS product computes in strict fp32 unless CUPY_TF32=1 was set.
+    t = time_fn(lambda s: cupy.matmul(a, b), cupy.cuda.Stream.null, 5)
+    out["cublas_f32_flops"] = 2 * m**3 / t
+    return out
+
+
+def run_variant(kernel: str, m: int, n: int, k: int, ctx: Any) -> dict[str, Any]:
+    """Time one variant on fresh random X [M, K], W [N, K], b [N]; error vs float64."""
+    import cupy
+
+    from aicfc.runtime import cuda_launch, registry
+
+    spec = registry.get(kernel)
+    rng = cupy.random.default_rng(m * 7 + n * 3 + k)
+    x = rng.standard_normal((m, k), dtype=np.float32)
+    w = rng.standard_normal((n, k), dtype=np.float32)
+    bias = rng.standard_normal(n, dtype=np.float32)
+    y = cupy.full((m, n), np.nan, dtype=np.float32)
+    params = {"act": "relu", "transpose_b": True}
+    launches = cuda_launch.launches_for(spec, [x, w, bias], [y], params, ctx)
+    stream = ctx.stream
+
+    def call(s: Any) -> None:
+        for la in launches:
+            la(s)
+
+    call(stream)
+    stream.synchronize()
+    ref = cupy.maximum(x.astype(np.float64) @ w.astype(np.float64).T + bias, 0.0)
+    diff = y.astype(np.float64) - ref
+    rel = float(cupy.linalg.norm(diff) / cupy.linalg.norm(ref))
+    max_rel = float(cupy.abs(diff).max() / cupy.abs(ref).max())
+    flops = 2.0 * m * n * k
+    repeats = max(1, min(200, int(2e10 / flops)))
+    t = time_fn(call, stream, repeats)
+    return {"seconds": t, "tflops": flops / t / 1e12, "rel_err": rel, "max_rel_err": max_rel}
+
+
+class Ctx:
+    """The LoadContext a launcher needs, outside any program."""
+
+    def __init__(self) -> None:
+        import cupy
+
+        from aicfc.runtime import cublaslt
+
+        props = cupy.cuda.runtime.getDeviceProperties(0)
+        self.sm_count = int(props["multiProcessorCount"])
+        self.tf32 = False
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.keep: list[Any] = []
+        self.nvmath_reason = cublaslt.available()
+        self._lt = cublaslt.CublasLt() if self.nvmath_reason is None else None
+
+    def workspace(self, nbytes: int) -> Any:
+        import cupy
+
+        ws = cupy.zeros(max(256, nbytes), dtype=np.uint8)
+        self.keep.append(ws)
+        return ws
+
+    def table(self, values: np.ndarray) -> Any:
+        import cupy
+
+        t = cupy.asarray(values.astype(np.int64))
+        self.keep.append(t)
+        return t
+
+    def cublaslt(self) -> Any:
+        if self._lt is None:
+            raise RuntimeError(f"cuBLASLt unavailable: {self.nvmath_reason}")
+        return self._lt
+
+
+def parse_sizes(text: str) -> list[tuple[int, int, int]]:
+    sizes = []
+    for item in text.split(","):
+        m, n, k = (int(v) for v in item.lower().split("x"))
+        sizes.append((m, n, k))
+    return sizes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--json", help="write all numbers to this JSON file")
+    parser.add_argument("--sizes", help="comma-separated MxNxK (default: the sweep in the source)")
+    parser.add_argument("--no-ceilings", action="store_true", help="skip the ceiling measurements")
+    args = parser.parse_args(argv)
+    sizes = parse_sizes(args.sizes) if args.sizes else DEFAULT_SIZES
+    ctx = Ctx()
+    result: dict[str, Any] = {"sizes": [], "ceilings": {} if args.no_ceilings else ceilings()}
+    rows = []
+    for m, n, k in sizes:
+        entry: dict[str, Any] = {"M": m, "N": n, "K": k, "variants": {}}
+        for label, kernel in VARIANTS.items():
+            try:
+                r = run_variant(kernel, m, n, k, ctx)
+            except Exception as e:  # a variant that cannot run here is reported, not fatal
+                r = {"error": f"{type(e).__name__}: {e}"}
+            entry["variants"][label] = r
+            rows.append((f"{m}x{n}x{k}", label, r))
+        result["sizes"].append(entry)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    print("GEMM sweep: Y = relu(X W^T + b), float32 buffers")
+    c = result["ceilings"]
+    if c:
+        print(
+            f"ceilings: copy {c['copy_bytes_per_s'] / 1e12:.2f} TB/s, cuBLAS fp32 "
+            f"{c['cublas_f32_flops'] / 1e12:.1f} TFLOP/s"
+        )
+    print(
+        f"{'MxNxK':>18} {'variant':>14} {'time us':>10} {'TFLOP/s':>8} "
+        f"{'rel err':>9} {'max err':>9}"
+    )
+    for size, label, r in rows:
+        if "error" in r:
+            print(f"{size:>18} {label:>14}  {r['error'][:60]}")
+            continue
+        print(
+            f"{size:>18} {label:>14} {r['seconds'] * 1e6:>10.1f} {r['tflops']:>8.2f} "
+            f"{r['rel_err']:>9.1e} {r['max_rel_err']:>9.1e}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

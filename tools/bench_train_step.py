@@ -1,0 +1,430 @@
+"""Per-step latency of an MLP train step (softmax cross-entropy, Adam): aicfc vs PyTorch vs JAX.
+
+    python tools/bench_train_step.py [--json out.json] [--configs small,medium,large]
+        [--precisions fp32,tf32] [--frameworks aicfc-graph,aicfc-eager,torch-eager,...]
+
+Configurations (batch, layer widths; ReLU between Linear layers):
+    small   128,  784-256-256-10
+    medium  1024, 1024-4096-4096-1024
+    large   8192, 4096-8192-8192-4096
+Precisions: fp32 (strict: no TF32 anywhere) and tf32 (TF32 tensor cores for
+matrix products, fp32 everywhere else).
+
+Frameworks, one process, one GPU, the same data:
+    aicfc-graph     aicfc.Program on CupyBackend: the whole step is one CUDA graph
+    aicfc-eager     the same program launched kernel by kernel (CupyBackend(graph=False))
+    torch-eager     torch.nn + F.cross_entropy + torch.optim.Adam(fused=True)
+    torch-graph     the same, captured by hand in a torch.cuda.CUDAGraph (Adam capturable=True)
+    torch-compile   torch.compile(model, mode="reduce-overhead") + fused Adam
+    jax-jit         jax.jit of loss, grad and optax.adam, params and state donated
+
+Timing: after warm-up, `steps` consecutive steps are enqueued with the inputs
+already on the device and the time to finish them is measured (CUDA events;
+for JAX a host clock around the batch and block_until_ready); the table shows
+the median over 5 such batches, divided by `steps` (the device's per-step
+throughput latency). For aicfc the table also shows `step()` (one synchronous
+`Executable.run` with host inputs copied in and the loss copied out), the
+latency a training loop sees. Each row also gives the step's counted FLOPs
+and minimum bytes, and the floor they imply at the measured ceilings.
+
+Not a test: a tool that prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+CONFIGS = {
+    "small": (128, (784, 256, 256, 10)),
+    "medium": (1024, (1024, 4096, 4096, 1024)),
+    "large": (8192, (4096, 8192, 8192, 4096)),
+}
+FRAMEWORKS = (
+    "aicfc-graph",
+    "aicfc-eager",
+    "torch-eager",
+    "torch-graph",
+    "torch-compile",
+    "jax-jit",
+)
+LR = 1e-3
+
+
+def steps_for(config: str) -> int:
+    return {"small": 200, "medium": 40, "large": 8}[config]
+
+
+def counted(batch: int, widths: tuple[int, ...]) -> tuple[float, float]:
+    """(FLOPs, minimum bytes) of one train step.
+
+    FLOPs: 2*B*in*out per Linear forward, twice that backward (dX and dW; the
+    first layer's dX is not needed but frameworks differ, so it is not counted),
+    plus 12 per parameter for Adam. Bytes: each parameter's param, grad,
+    exp_avg, exp_avg_sq read and param, exp_avg, exp_avg_sq written (28 B), and
+    each activation written once and read twice (12 B per element).
+    """
+    flops = 0.0
+    params = 0
+    acts = 0
+    for i, (a, b) in enumerate(itertools.pairwise(widths)):
+        flops += 2 * batch * a * b * (3 if i else 2)
+        params += a * b + b
+        acts += batch * b
+    flops += 12 * params
+    return flops, 28.0 * params + 12.0 * acts + 4.0 * batch * widths[0]
+
+
+# ----------------------------------------------------------------------------
+# Data and the models
+# ----------------------------------------------------------------------------
+
+
+def make_data(batch: int, widths: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((batch, widths[0])).astype(np.float32)
+    y = rng.integers(0, widths[-1], batch).astype(np.int32)
+    return x, y
+
+
+def init_weights(widths: tuple[int, ...]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """torch.nn.Linear's default init: U(-1/sqrt(in), 1/sqrt(in)), weight [out, in]."""
+    rng = np.random.default_rng(1)
+    out = []
+    for a, b in itertools.pairwise(widths):
+        bound = 1.0 / np.sqrt(a)
+        w = rng.uniform(-bound, bound, (b, a)).astype(np.float32)
+        bias = rng.uniform(-bound, bound, b).astype(np.float32)
+        out.append((w, bias))
+    return out
+
+
+# ----------------------------------------------------------------------------
+# Timers
+# ----------------------------------------------------------------------------
+
+
+def cupy_timer(enqueue: Callable[[], None], stream: Any, steps: int) -> list[float]:
+    import cupy
+
+    samples = []
+    for _ in range(5):
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record(stream)
+        for _ in range(steps):
+            enqueue()
+        end.record(stream)
+        end.synchronize()
+        samples.append(cupy.cuda.get_elapsed_time(start, end) / 1e3 / steps)
+    return samples
+
+
+def torch_timer(enqueue: Callable[[], None], steps: int) -> list[float]:
+    import torch
+
+    samples = []
+    for _ in range(5):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(steps):
+            enqueue()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) / 1e3 / steps)
+    return samples
+
+
+# ----------------------------------------------------------------------------
+# aicfc
+# ----------------------------------------------------------------------------
+
+
+def aicfc_program(widths: tuple[int, ...], tf32: bool, graph: bool) -> Any:
+    from aicfc import nn, optim
+    from aicfc.program import Program
+    from aicfc.runtime.cupy_backend import CupyBackend
+
+    layers: list[Any] = []
+    for i, (w, b) in enumerate(init_weights(widths)):
+        lin = nn.Linear(w.shape[1], w.shape[0])
+        lin.load_state_dict({"weight": w, "bias": b})
+        layers.append(lin)
+        if i < len(widths) - 2:
+            layers.append(nn.ReLU())
+    backend = CupyBackend(graph=graph, tf32=tf32)
+    return Program(nn.Sequential(*layers), "cross_entropy", optim.Adam(lr=LR), backend)
+
+
+def bench_aicfc(config: str, tf32: bool, graph: bool) -> dict[str, Any]:
+    batch, widths = CONFIGS[config]
+    x, y = make_data(batch, widths)
+    prog = aicfc_program(widths, tf32, graph)
+    losses = [prog.step(x, y) for _ in range(3)]  # compile, warm up (eager), capture
+    exe = prog.executable()
+    stream = prog.backend.stream
+    steps = steps_for(config)
+    samples = cupy_timer(lambda: exe.replay(1), stream, steps)
+    inputs = {"x": x, "y": y}
+    sync = []
+    for _ in range(min(steps, 50)):
+        t0 = time.perf_counter()
+        exe.run(inputs)
+        sync.append(time.perf_counter() - t0)
+    return {
+        "seconds": statistics.median(samples),
+        "samples": samples,
+        "step_seconds": statistics.median(sync),
+        "kernels": list(exe.kernels),
+        "launches": len(exe.kernels),
+        "first_losses": losses,
+    }
+
+
+# ----------------------------------------------------------------------------
+# PyTorch
+# ----------------------------------------------------------------------------
+
+
+def torch_model(widths: tuple[int, ...]) -> Any:
+    import torch
+
+    layers: list[Any] = []
+    for i, (w, b) in enumerate(init_weights(widths)):
+        lin = torch.nn.Linear(w.shape[1], w.shape[0])
+        with torch.no_grad():
+            lin.weight.copy_(torch.from_numpy(w))
+            lin.bias.copy_(torch.from_numpy(b))
+        layers.append(lin)
+        if i < len(widths) - 2:
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers).cuda()
+
+
+def set_torch_tf32(tf32: bool) -> None:
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+
+
+def bench_torch(config: str, tf32: bool, mode: str) -> dict[str, Any]:
+    import torch
+    import torch.nn.functional as F
+
+    set_torch_tf32(tf32)
+    batch, widths = CONFIGS[config]
+    xn, yn = make_data(batch, widths)
+    x = torch.from_numpy(xn).cuda()
+    y = torch.from_numpy(yn.astype(np.int64)).cuda()
+    model = torch_model(widths)
+    steps = steps_for(config)
+    if mode == "eager":
+        opt = torch.optim.Adam(model.parameters(), lr=LR, fused=True)
+
+        def step() -> None:
+            opt.zero_grad(set_to_none=True)
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+        samples = torch_timer(step, steps)
+    elif mode == "graph":
+        opt = torch.optim.Adam(model.parameters(), lr=LR, capturable=True, fused=True)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                opt.zero_grad(set_to_none=True)
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(g):
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+        g.replay()
+        torch.cuda.synchronize()
+        samples = torch_timer(g.replay, steps)
+    else:  # compile
+        opt = torch.optim.Adam(model.parameters(), lr=LR, fused=True)
+        cmodel = torch.compile(model, mode="reduce-overhead")
+
+        def step() -> None:
+            opt.zero_grad(set_to_none=True)
+            F.cross_entropy(cmodel(x), y).backward()
+            opt.step()
+
+        for _ in range(5):
+            step()
+        torch.cuda.synchronize()
+        samples = torch_timer(step, steps)
+    return {"seconds": statistics.median(samples), "samples": samples}
+
+
+# ----------------------------------------------------------------------------
+# JAX
+# ----------------------------------------------------------------------------
+
+
+def bench_jax(config: str, tf32: bool) -> dict[str, Any]:
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    batch, widths = CONFIGS[config]
+    xn, yn = make_data(batch, widths)
+    precision = "tensorfloat32" if tf32 else "highest"
+    with jax.default_matmul_precision(precision):
+        params = [(jnp.asarray(w), jnp.asarray(b)) for w, b in init_weights(widths)]
+        x, y = jnp.asarray(xn), jnp.asarray(yn)
+        tx = optax.adam(LR)
+        state = tx.init(params)
+
+        def loss_fn(ps: Any, xb: Any, yb: Any) -> Any:
+            h = xb
+            for i, (w, b) in enumerate(ps):
+                h = h @ w.T + b
+                if i < len(ps) - 1:
+                    h = jax.nn.relu(h)
+            logp = jax.nn.log_softmax(h)
+            return -jnp.mean(jnp.take_along_axis(logp, yb[:, None], axis=1))
+
+        def step(ps: Any, st: Any, xb: Any, yb: Any) -> Any:
+            loss, grads = jax.value_and_grad(loss_fn)(ps, xb, yb)
+            updates, st = tx.update(grads, st, ps)
+            return optax.apply_updates(ps, updates), st, loss
+
+        jstep = jax.jit(step, donate_argnums=(0, 1))
+        for _ in range(3):
+            params, state, loss = jstep(params, state, x, y)
+        loss.block_until_ready()
+        steps = steps_for(config)
+        samples = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                params, state, loss = jstep(params, state, x, y)
+            jax.block_until_ready((params, state, loss))
+            samples.append((time.perf_counter() - t0) / steps)
+    return {"seconds": statistics.median(samples), "samples": samples}
+
+
+# ----------------------------------------------------------------------------
+# Driver
+# ----------------------------------------------------------------------------
+
+RUNNERS: dict[str, Callable[[str, bool], dict[str, Any]]] = {
+    "aicfc-graph": lambda c, t: bench_aicfc(c, t, graph=True),
+    "aicfc-eager": lambda c, t: bench_aicfc(c, t, graph=False),
+    "torch-eager": lambda c, t: bench_torch(c, t, "eager"),
+    "torch-graph": lambda c, t: bench_torch(c, t, "graph"),
+    "torch-compile": lambda c, t: bench_torch(c, t, "compile"),
+    "jax-jit": bench_jax,
+}
+
+
+def release_memory() -> None:
+    import gc
+
+    gc.collect()
+    try:
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
+    except Exception:  # CuPy missing: nothing to free
+        pass
+    try:
+        import torch
+
+        torch.cuda.empty_cache()
+    except Exception:  # torch missing
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--json", help="write all numbers to this JSON file")
+    parser.add_argument("--configs", default="small,medium,large")
+    parser.add_argument("--precisions", default="fp32,tf32")
+    parser.add_argument("--frameworks", default=",".join(FRAMEWORKS))
+    parser.add_argument("--copy-tbs", type=float, default=4.2, help="copy ceiling, TB/s")
+    parser.add_argument("--fp32-tflops", type=float, default=51.0, help="strict fp32 GEMM ceiling")
+    parser.add_argument("--tf32-tflops", type=float, default=400.0, help="TF32 GEMM ceiling")
+    args = parser.parse_args(argv)
+    results: list[dict[str, Any]] = []
+    for config in args.configs.split(","):
+        batch, widths = CONFIGS[config]
+        flops, nbytes = counted(batch, widths)
+        for precision in args.precisions.split(","):
+            tf32 = precision == "tf32"
+            rate = (args.tf32_tflops if tf32 else args.fp32_tflops) * 1e12
+            floor = max(flops / rate, nbytes / (args.copy_tbs * 1e12))
+            for fw in args.frameworks.split(","):
+                row: dict[str, Any] = {
+                    "config": config,
+                    "precision": precision,
+                    "framework": fw,
+                    "flops": flops,
+                    "bytes": nbytes,
+                    "floor_seconds": floor,
+                }
+                try:
+                    row.update(RUNNERS[fw](config, tf32))
+                except Exception as e:  # a framework that fails is reported, not fatal
+                    row["error"] = f"{type(e).__name__}: {e}"
+                    traceback.print_exc()
+                release_memory()
+                results.append(row)
+                status = row.get("error") or f"{row['seconds'] * 1e6:.1f} us"
+                print(f"[{config} {precision} {fw}] {status}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    print()
+    print(
+        f"{'config':>7} {'prec':>5} {'framework':>14} {'us/step':>9} {'step() us':>9} "
+        f"{'vs best':>7} {'floor us':>8} {'TFLOP/s':>8}"
+    )
+    for config in args.configs.split(","):
+        for precision in args.precisions.split(","):
+            rows = [r for r in results if r["config"] == config and r["precision"] == precision]
+            peers = [
+                r["seconds"]
+                for r in rows
+                if "seconds" in r and not r["framework"].startswith("aicfc")
+            ]
+            best = min(peers) if peers else None
+            for r in rows:
+                if "seconds" not in r:
+                    print(f"{config:>7} {precision:>5} {r['framework']:>14}  {r['error'][:70]}")
+                    continue
+                sync = f"{r['step_seconds'] * 1e6:9.1f}" if "step_seconds" in r else " " * 9
+                ratio = f"{r['seconds'] / best:7.2f}" if best else " " * 7
+                print(
+                    f"{config:>7} {precision:>5} {r['framework']:>14} {r['seconds'] * 1e6:9.1f} "
+                    f"{sync} {ratio} {r['floor_seconds'] * 1e6:8.1f} "
+                    f"{r['flops'] / r['seconds'] / 1e12:8.2f}"
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Run aicfc's GPU checks and benchmarks on a lent GPU machine, logs under $OUT.
+#
+#   bash tools/device_run.sh env tests gemm train[:ARGS]
+#
+# Stages: env (GPU, CUDA, CuPy, nvmath), tests (the GPU pytest suite and the nvcc
+# compile test), gemm (tools/bench_gemm.py), train (tools/bench_train_step.py;
+# `train:--configs=small` passes arguments, comma-free ones separated by '+').
+# Needs the wheels of ../shared/tools/device-wheels.sh in .whl (xdsl, nvmath-python).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-/tmp/aicfc-out}"
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site
+python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 \
+    || { cat "$OUT/install.log"; exit 1; }
+
+for stage in "$@"; do
+    name="${stage%%:*}"
+    args=""
+    [ "$name" != "$stage" ] && args="${stage#*:}" && args="${args//+/ }"
+    echo "=== $stage ($(date +%T))"
+    case "$name" in
+    env)
+        nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv
+        nvcc --version | tail -1
+        python3 -c "import cupy, sys; print('cupy', cupy.__version__, cupy.cuda.is_available(), sys.version.split()[0])"
+        python3 -c "from aicfc.runtime import cublaslt; print('nvmath:', cublaslt.available() or 'ok')"
+        ;;
+    tests)
+        timeout 540 python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" \
+            test/python/gpu test/python/test_kernels_compile.py $args 2>&1 | tee "$OUT/tests.log" | tail -60
+        ;;
+    gemm)
+        timeout 300 python3 tools/bench_gemm.py --json "$OUT/gemm.json" $args 2>&1 | tee "$OUT/gemm.log"
+        ;;
+    train)
+        timeout 560 python3 tools/bench_train_step.py --json "$OUT/train.json" $args 2>&1 \
+            | tee "$OUT/train.log" | grep -v "^\[" | tail -80
+        ;;
+    *) echo "unknown stage $stage" ;;
+    esac
+done
