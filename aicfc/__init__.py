@@ -23,6 +23,7 @@ from typing import Any
 
 _LAZY: dict[str, tuple[str, str]] = {
     "compile": ("aicfc.compiler", "compile"),
+    "analyze": ("aicfc.analysis", "analyze"),
     "Program": ("aicfc.program", "Program"),
     "manual_seed": ("aicfc.nn", "manual_seed"),
     "parse": ("aicfc.execute", "parse"),

@@ -21,7 +21,7 @@ Input rules (checked before anything runs; errors name the input):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -34,6 +34,9 @@ from aicfc.nn import Module, ShapeError
 from aicfc.optim import Optimizer
 from aicfc.passes.pipelines import GRAPH_STAGE, run_steps, stage_names, train_pipeline
 from aicfc.runtime.backend import Backend, BufferStore, Executable, InputError
+
+if TYPE_CHECKING:
+    from aicfc.analysis import Report
 
 FUNCTIONS = ("train_step", "predict")
 
@@ -178,6 +181,19 @@ class Program:
     def compiled(self) -> list[tuple[str, tuple[int, ...]]]:
         """(function, x shape) of every compiled entry, in compile order."""
         return [(c.function, c.x_shape) for c in self._compiled.values()]
+
+    def report(self, x: Any = None, batch_size: int = 1) -> Report:
+        """The operator report of @predict (aicfc.analysis.Report; str() is the text).
+
+        Static for inputs [batch_size, in_features]; with a batch `x` also the
+        measured part (active units, dead units, weight ranks) computed with
+        the current (trained) parameters. Raises InputError for a bad x.
+        """
+        from aicfc.analysis import analyze
+
+        if x is not None:
+            return analyze(self.model, x=self._check_x(x), params=self.parameters())
+        return analyze(self.model, input_shape=self._x_shape(batch_size))
 
     # --- internals -------------------------------------------------------------
 

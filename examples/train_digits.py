@@ -4,6 +4,7 @@
     python examples/train_digits.py --print-ir fused     # show the IR after a pipeline stage
     python examples/train_digits.py --lr 1e-2            # still finite (see below)
     python examples/train_digits.py --emit-mlir examples/digits_train_step.mlir
+    python examples/train_digits.py --report             # + operator report on the test images
 
 Model: Linear(64, 128) -> ReLU -> Linear(128, 128) -> ReLU -> Linear(128, 10),
 softmax cross-entropy, Adam(lr=1e-3), batch 64, 20 epochs. Data: the 1,797
@@ -104,6 +105,11 @@ def main(argv: list[str] | None = None) -> float:
         metavar="FILE",
         help="write @train_step and @predict (batch 64) as graph-level IR to FILE and exit",
     )
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="after training, print the operator report of @predict measured on the test images",
+    )
     args = parser.parse_args(argv)
     if args.emit_mlir:
         emit_mlir(args.emit_mlir, args.seed, args.lr, args.batch_size)
@@ -137,6 +143,8 @@ def main(argv: list[str] | None = None) -> float:
     accuracy = float(np.mean(prog.predict(x_test).argmax(axis=1) == y_test))
     print(f"final train loss {np.mean(losses):.4f}, {seconds:.1f} s for {args.epochs} epochs")
     print(f"test accuracy: {accuracy:.2%} ({len(y_test)} images)")
+    if args.report:
+        print(prog.report(x_test))
     return accuracy
 
 

@@ -1,0 +1,55 @@
+"""The report through the Python API: aicfc.analyze and Program.report."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import ModuleOp
+
+import aicfc
+from aicfc import nn, optim
+from aicfc.analysis import analyze_module
+from aicfc.builder import build_predict
+
+
+def seed_network() -> nn.Sequential:
+    aicfc.manual_seed(0)
+    return nn.Sequential(nn.Linear(10, 20), nn.ReLU(), nn.Linear(20, 5))
+
+
+def test_aicfc_analyze_is_the_report_of_predict():
+    model = seed_network()
+    report = aicfc.analyze(model, input_shape=(1, 10))
+    assert str(report) == str(analyze_module(ModuleOp([build_predict(model, (1, 10))])))
+    f = report.function("predict")
+    assert [n.param_count for n in f.linears()] == [220, 105] and f.total_params == 325
+    assert "Total parameters: 325" in str(report)
+
+
+def test_analyze_needs_a_shape():
+    with pytest.raises(ValueError, match="input_shape"):
+        aicfc.analyze(seed_network())
+
+
+def test_program_report_static_and_measured_with_trained_params():
+    model = seed_network()
+    prog = aicfc.compile(model, optimizer=optim.Adam(lr=1e-2), backend="numpy")
+    assert str(prog.report()) == str(aicfc.analyze(model, input_shape=(1, 10)))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 10)).astype(np.float32)
+    y = rng.integers(0, 5, 64)
+    for _ in range(5):
+        prog.step(x, y)
+    trained = prog.parameters()["0.weight"]
+    assert not np.allclose(trained, model[0].weight.data)  # the model keeps its initial values
+    m = prog.report(x).measurements[0]
+    s = np.linalg.svd(trained, compute_uv=False)
+    assert m.ranks[0].singular_values == pytest.approx(tuple(float(v) for v in s), rel=1e-5)
+    h = np.maximum(x @ trained.T + prog.parameters()["0.bias"], 0)
+    assert m.activations[0].active_fraction == pytest.approx(float((h > 0).mean()), abs=1e-9)
+
+
+def test_program_report_rejects_a_bad_batch():
+    prog = aicfc.compile(seed_network(), optimizer=optim.Adam(lr=1e-3), backend="numpy")
+    with pytest.raises(aicfc.InputError, match='input "x"'):
+        prog.report(np.zeros((4, 10), dtype=np.float64))
