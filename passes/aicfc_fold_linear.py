@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import builtin, func
 from xdsl.dialects.builtin import TensorType
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -50,122 +50,19 @@ from aicfc.dialects.diagnostics import OpError, copy_location
 from aicfc.dialects.flags import OpFlag, static_flags
 from aicfc.dialects.graph import Activation, AddOp, BiasAddOp, GemmEpilogueOp, MatmulOp, ReshapeOp
 from aicfc.dialects.roles import arg_name, arg_role, result_names
+from aicfc.passes.linear_layers import (
+    Linear,
+    input_independent,
+    layer_ending_at,
+    layer_starting_at,
+    single_use,
+)
 
 F = OpFlag
 
 # ----------------------------------------------------------------------------
-# Matching a pair of linear layers
+# Matching a pair of linear layers (passes/linear_layers.py matches one)
 # ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Linear:
-    """One linear layer: y = op(x) @ op(W) (+ bias), as `head` (+ a separate `bias_op`)."""
-
-    head: Operation
-    bias_op: Operation | None
-    bias: SSAValue | None
-
-    @property
-    def input(self) -> SSAValue:
-        return self.head.operands[0]
-
-    @property
-    def weight(self) -> SSAValue:
-        return self.head.operands[1]
-
-    @property
-    def output(self) -> SSAValue:
-        return (self.bias_op or self.head).results[0]
-
-    @property
-    def transpose_x(self) -> bool:
-        return self.head.properties.get("transpose_a") is not None
-
-    @property
-    def transpose_w(self) -> bool:
-        return self.head.properties.get("transpose_b") is not None
-
-    def ops(self) -> list[Operation]:
-        return [self.head] + ([self.bias_op] if self.bias_op is not None else [])
-
-
-def _single_use(v: SSAValue) -> Operation | None:
-    uses = list(v.uses)
-    return uses[0].operation if len(uses) == 1 else None
-
-
-def _linear_head(op: Operation | None) -> bool:
-    """A GEMM-like op without activation and without a second result, on rank-2 tensors."""
-    if op is None or not static_flags(op) & F.IS_GEMM_LIKE:
-        return False
-    if op.properties.get("act") is not None or len(op.results) != 1:
-        return False
-    return all(
-        isinstance(v.type, TensorType) and len(v.type.get_shape()) == 2 for v in op.operands[:2]
-    )
-
-
-def _separate_bias_add(op: Operation | None, x: SSAValue) -> bool:
-    f = static_flags(op) if op is not None else F.NONE
-    return (
-        op is not None
-        and bool(f & F.IS_BIAS_ADD and f & F.IS_ELEMENTWISE)
-        and not f & F.IS_FUSED
-        and op.operands[0] is x
-    )
-
-
-def layer_starting_at(op: Operation) -> Linear | None:
-    """The layer whose GEMM is `op` (with the bias_add that is its only user, if any)."""
-    if not _linear_head(op):
-        return None
-    if len(op.operands) > 2:
-        return Linear(op, None, op.operands[2])
-    user = _single_use(op.results[0])
-    if _separate_bias_add(user, op.results[0]):
-        assert user is not None
-        return Linear(op, user, user.operands[1])
-    return Linear(op, None, None)
-
-
-def layer_ending_at(v: SSAValue) -> Linear | None:
-    """The layer whose output is `v`."""
-    owner = v.owner
-    if not isinstance(owner, Operation):
-        return None
-    head = owner.operands[0].owner if owner.operands else None
-    if isinstance(head, Operation) and _separate_bias_add(owner, owner.operands[0]):
-        if not _linear_head(head):
-            return None
-        if len(head.operands) == 2 and _single_use(head.results[0]) is owner:
-            return Linear(head, owner, owner.operands[1])
-        return None
-    if _linear_head(owner):
-        return Linear(owner, None, owner.operands[2] if len(owner.operands) > 2 else None)
-    return None
-
-
-def input_independent(v: SSAValue | None, memo: dict[SSAValue, bool] | None = None) -> bool:
-    """True for params, constants and deterministic graph ops of those (None counts as True)."""
-    if v is None:
-        return True
-    memo = {} if memo is None else memo
-    if v in memo:
-        return memo[v]
-    if isinstance(v, BlockArgument):
-        ok = arg_role(v) == "param"
-    else:
-        op = v.owner
-        assert isinstance(op, Operation)
-        f = static_flags(op)
-        ok = bool(f & F.IS_CONSTANT) or (
-            f != F.NONE
-            and not f & F.IS_STOCHASTIC
-            and all(input_independent(o, memo) for o in op.operands)
-        )
-    memo[v] = ok
-    return ok
 
 
 def _dims(v: SSAValue) -> tuple[int, ...]:
@@ -201,7 +98,7 @@ def match_pair(op: Operation) -> Pair | None:
     if second is None or second.transpose_x:
         return None
     first = layer_ending_at(second.input)
-    if first is None or _single_use(first.output) is not second.head:
+    if first is None or single_use(first.output) is not second.head:
         return None
     memo: dict[SSAValue, bool] = {}
     if not all(
