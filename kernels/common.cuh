@@ -54,6 +54,14 @@ __device__ __forceinline__ float activate(float z, int act) {
   return z;
 }
 
+// Element (row r, col c) of op(X) where X is stored row-major with `ld` columns.
+template <bool T>
+__device__ __forceinline__ float load_op(const float* __restrict__ x, int r, int c, int rows,
+                                         int cols, int ld) {
+  if (r >= rows || c >= cols) return 0.0f;
+  return T ? __ldg(x + (size_t)c * ld + r) : __ldg(x + (size_t)r * ld + c);
+}
+
 // Sum over a warp with shuffles (all 32 lanes active).
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

@@ -20,6 +20,7 @@ the conversions are testable without a GPU.
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -109,19 +110,36 @@ _MODULES: dict[tuple[str, tuple[str, ...]], Any] = {}
 _LOCK = threading.Lock()
 
 
-def compile_options() -> tuple[str, ...]:
-    """NVRTC options: our include folder, the toolkit's (for mma.h), C++17."""
-    opts = [f"-I{_kernel_dir()}", "-std=c++17"]
-    cuda_path = os.environ.get("CUDA_PATH")
-    if not cuda_path:
-        try:
-            import cupy
+def toolkit_include() -> Path | None:
+    """A CUDA toolkit include folder that has crt/mma.h (WMMA), or None.
 
-            cuda_path = cupy.cuda.get_cuda_path()
-        except Exception:  # no toolkit found: NVRTC's built-in headers only
-            cuda_path = None
-    if cuda_path and Path(cuda_path, "include").is_dir():
-        opts.append(f"-I{Path(cuda_path, 'include')}")
+    CuPy's wheels point NVRTC at the pip-installed headers, whose mma.h includes a
+    crt/mma.h they do not ship; a full toolkit (CUDA_PATH, CUDA_HOME, the nvcc on
+    PATH, /usr/local/cuda) has it.
+    """
+    candidates = [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME")]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        candidates.append(str(Path(nvcc).resolve().parent.parent))
+    candidates.append("/usr/local/cuda")
+    try:
+        import cupy
+
+        candidates.append(cupy.cuda.get_cuda_path())
+    except Exception:  # no CuPy or no toolkit found by it
+        pass
+    for c in candidates:
+        if c and Path(c, "include", "crt", "mma.h").is_file():
+            return Path(c, "include")
+    return None
+
+
+def compile_options() -> tuple[str, ...]:
+    """NVRTC options: our include folder, a toolkit's (for mma.h), C++17."""
+    opts = [f"-I{_kernel_dir()}", "-std=c++17"]
+    include = toolkit_include()
+    if include is not None:
+        opts.append(f"-I{include}")
     return tuple(opts)
 
 

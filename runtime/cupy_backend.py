@@ -152,7 +152,7 @@ class CupyBackend(Backend):
         import cupy
 
         self.stream.synchronize()
-        dest.set(np.ascontiguousarray(source, dtype=dest.dtype))
+        dest.set(np.array(source, dtype=dest.dtype, order="C"))  # keeps 0-d arrays 0-d
         cupy.cuda.Stream.null.synchronize()
 
     def synchronize(self) -> None:

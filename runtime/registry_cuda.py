@@ -43,6 +43,7 @@ def _gemm_family(
     flags: frozenset[str],
     constraints: Constraints,
     priority: int,
+    source: str = "gemm.cu",
 ) -> list[KernelSpec]:
     return [
         KernelSpec(
@@ -54,7 +55,7 @@ def _gemm_family(
             constraints=constraints,
             flags=flags | ({"fused"} if op == "graph.gemm_epilogue" else frozenset()),
             abi=_GEMM_ABI,
-            source="gemm.cu",
+            source=source,
             symbol=f"{symbol}_{suffix}",
             priority=priority,
         )
@@ -78,6 +79,7 @@ _GEMMS = (
         frozenset({"tensor_core", "tf32"}),
         Constraints(activations=_ACTS, min_arch=80, requires=("tf32",)),
         0,
+        source="gemm_tf32.cu",
     )
 )
 

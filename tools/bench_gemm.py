@@ -103,6 +103,7 @@ def run_variant(kernel: str, m: int, n: int, k: int, ctx: Any) -> dict[str, Any]
     params = {"act": "relu", "transpose_b": True}
     launches = cuda_launch.launches_for(spec, [x, w, bias], [y], params, ctx)
     stream = ctx.stream
+    cupy.cuda.runtime.deviceSynchronize()  # the poison fill ran on the null stream
 
     def call(s: Any) -> None:
         for la in launches:
