@@ -20,7 +20,10 @@ other graph op is its own node. Ops of other dialects are not nodes: autodiff
 ops (`autodiff.backward`, backward primitives, optimizer steps) are listed
 separately under "Training ops" with their FLOPs and bytes, and left out of
 the totals, collapse points and candidates, which describe the network, not
-its training.
+its training. After aicfc-expand-backward a train step also computes
+gradients with graph ops (dX = dZ W is a graph.matmul): a graph op that reads
+a value computed from an autodiff op is a *gradient node*, marked so, counted
+in the totals (it runs) and left out of the facts and candidates.
 
 Counting conventions are `AicfcOp`'s (dialects/base.py): a multiply-add is 2
 FLOPs; bytes moved are each operand read once plus each result written once.
@@ -148,7 +151,8 @@ class Node:
 
     kind: "Linear" or the op's display name; title: the heading, e.g.
     "Linear(in_features=10, out_features=20, bias=True)". in_features and
-    out_features are set for Linear nodes. `ops` are the IR ops (not compared).
+    out_features are set for Linear nodes; activation / activation_op name
+    a fused epilogue activation ("ReLU", ReluOp). `ops` are the IR ops.
     """
 
     index: int
@@ -167,6 +171,8 @@ class Node:
     out_features: int | None = None
     activation: str | None = None
     ops: tuple[Operation, ...] = field(default=(), compare=False, repr=False)
+    activation_op: type[GraphOp] | None = field(default=None, compare=False, repr=False)
+    gradient: bool = False
 
     @property
     def label(self) -> str:
@@ -284,6 +290,13 @@ class FunctionReport:
         out = [f"Operator report of @{self.name}", ""]
         for n in self.nodes:
             out += [*n.lines(), ""]
+        grads = [n for n in self.nodes if n.gradient]
+        if grads:
+            out += [
+                f"Gradient nodes: {len(grads)} (graph ops computing gradients; in the totals, "
+                "not in the facts and candidates below)",
+                "",
+            ]
         if self.training is not None:
             ops = ", ".join(f"{name} x{c}" for name, c in self.training.counts)
             out += [
@@ -404,7 +417,7 @@ def _linear_node(index: int, ops: tuple[Operation, ...]) -> Node:
     params = _params_of(ops)
     has_bias = len(params) > 1
     title = f"Linear(in_features={k}, out_features={n}, bias={has_bias})"
-    act_name = None
+    act_name, act_cls = None, None
     if activation != Activation.NONE:
         act_cls = ACTIVATION_OPS[activation]
         act_name = DISPLAY_NAMES.get(act_cls.name, act_cls.name)
@@ -429,15 +442,17 @@ def _linear_node(index: int, ops: tuple[Operation, ...]) -> Node:
         out_features=n,
         activation=act_name,
         ops=ops,
+        activation_op=act_cls,
     )
 
 
-def _op_node(index: int, op: AicfcOp) -> Node:
+def _op_node(index: int, op: AicfcOp, gradient: bool = False) -> Node:
     params = _params_of((op,))
+    kind = DISPLAY_NAMES.get(op.name, op.name)
     return Node(
         index=index,
-        kind=DISPLAY_NAMES.get(op.name, op.name),
-        title=DISPLAY_NAMES.get(op.name, op.name),
+        kind=kind,
+        title=f"{kind} (gradient)" if gradient else kind,
         op_names=(op.name,),
         input_shapes=tuple(_shape(v) for v in op.operands if not _is_param(v)),
         output_shapes=tuple(_shape(r) for r in op.results),
@@ -448,6 +463,7 @@ def _op_node(index: int, op: AicfcOp) -> Node:
         bytes_moved=op.bytes_moved(),
         properties=tuple(op.semantic_properties()),
         ops=(op,),
+        gradient=gradient,
     )
 
 
@@ -455,10 +471,14 @@ def _nodes(fn: func.FuncOp) -> tuple[list[Node], list[AicfcOp]]:
     nodes: list[Node] = []
     training: list[AicfcOp] = []
     grouped: set[int] = set()
+    gradients: set[SSAValue] = set()  # values computed from an autodiff op
     for op in fn.walk():
         if id(op) in grouped:
             continue
-        if isinstance(op, GraphOp):
+        if isinstance(op, GraphOp) and any(v in gradients for v in op.operands):
+            gradients.update(op.results)
+            nodes.append(_op_node(len(nodes), op, gradient=True))
+        elif isinstance(op, GraphOp):
             ops = linear_ops(op)
             if ops is not None:
                 grouped.update(id(o) for o in ops)
@@ -466,6 +486,7 @@ def _nodes(fn: func.FuncOp) -> tuple[list[Node], list[AicfcOp]]:
             else:
                 nodes.append(_op_node(len(nodes), op))
         elif isinstance(op, AicfcOp):
+            gradients.update(op.results)
             training.append(op)
     return nodes, training
 
@@ -486,15 +507,6 @@ class _Graph:
                 for r in op.results:
                     self.producer[r] = n
 
-    def inputs(self, node: Node) -> list[Node]:
-        """Nodes whose results the node's first op reads (its data inputs)."""
-        out: list[Node] = []
-        for v in node.ops[0].operands:
-            p = self.producer.get(v)
-            if p is not None and p is not node and p not in out:
-                out.append(p)
-        return out
-
     def users(self, node: Node) -> list[Node]:
         out: list[Node] = []
         for use in node.output.uses:
@@ -512,16 +524,11 @@ class _Graph:
 
 
 def _collapse(node: Node) -> Collapse | None:
-    if "collapse-producing" not in node.properties:
+    if node.gradient or "collapse-producing" not in node.properties:
         return None
     op = node.ops[-1]
-    if node.kind == "Linear":
-        act_cls = next(
-            c for c in ACTIVATION_OPS.values() if DISPLAY_NAMES.get(c.name) == node.activation
-        )
-        reason = COLLAPSE_REASONS.get(act_cls, "maps many inputs to one output")
-    else:
-        reason = COLLAPSE_REASONS.get(type(op), "maps many inputs to one output")
+    cls = node.activation_op or type(op)
+    reason = COLLAPSE_REASONS.get(cls, "maps many inputs to one output")
     fields: dict[str, object] = dict(op.kernel_params()) if isinstance(op, AicfcOp) else {}
     fields["input"] = fmt_shape(node.input_shapes[0]) if node.input_shapes else "[]"
     fields["output"] = fmt_shape(node.output_shapes[0]) if node.output_shapes else "[]"

@@ -1,5 +1,6 @@
 // RUN: aicfc-opt %s -p aicfc-analyze | filecheck %s
 // RUN: aicfc-opt %s -p 'aicfc-fuse,aicfc-analyze{function=predict}' | filecheck %s --check-prefix=FUSED
+// RUN: aicfc-opt %s -p 'aicfc-expand-backward,aicfc-analyze{function=train_step}' | filecheck %s --check-prefix=GRAD
 // RUN: not aicfc-opt %s -p 'aicfc-analyze{function=nope}' 2>&1 | filecheck %s --check-prefix=ERR
 
 // Seed 002 §7: Input[1, 10] -> Linear(10, 20) -> ReLU -> Linear(20, 5).
@@ -151,6 +152,19 @@ func.func @layout(%x: tensor<2x3xf32>) -> (tensor<3x2xf32>, tensor<2xf32>) {
 // CHECK:       Training ops (autodiff, not in the totals): autodiff.backward x1, autodiff.sgd_step x2
 // CHECK:       Total parameters: 15
 // CHECK:       Potential collapse point: Node 1 CrossEntropy (reduces logits [2, 3] to a scalar loss)
+// After aicfc-expand-backward the gradient matmuls read the weight too; they are gradient
+// nodes, not layers, and stay out of the facts.
+// GRAD-LABEL: Operator report of @train_step
+// GRAD:       Node 0: Linear(in_features=4, out_features=3, bias=True)
+// GRAD:       Node 1: CrossEntropy
+// GRAD:       MatMul (gradient)
+// GRAD-NOT:   Node {{[0-9]+}}: Linear
+// GRAD:       Gradient nodes:
+// GRAD:       Training ops (autodiff, not in the totals): autodiff.cross_entropy_grad x1, autodiff.sgd_step x2
+// GRAD:       Total parameters: 15
+// GRAD:       Potential collapse point: Node 1 CrossEntropy
+// GRAD-NOT:   Potential collapse point
+// GRAD:       Linear contraction: 4 -> 3 (Node 0)
 func.func @train_step(%x: tensor<2x4xf32> {aicfc.role = "input", aicfc.name = "x"},
                       %y: tensor<2xi32> {aicfc.role = "input", aicfc.name = "y"},
                       %w: tensor<3x4xf32> {aicfc.role = "param", aicfc.name = "fc.weight"},

@@ -152,3 +152,19 @@ def test_a_module_without_functions_says_so():
     assert str(analyze_module(ModuleOp([]))) == (
         "Operator report: no func.func in the module (exec IR is not analysed)\n"
     )
+
+
+def test_expanded_train_step_marks_gradient_nodes():
+    model = nn.Sequential(nn.Linear(6, 12), nn.ReLU(), nn.Linear(12, 3))
+    module = build_module(model, "cross_entropy", optim.SGD(lr=0.1), 4, ("train_step",))
+    get_all_passes()["aicfc-expand-backward"]()().apply(make_context(), module)
+    report = analyze_module(module).function("train_step")
+    forward = [n for n in report.nodes if not n.gradient]
+    grads = [n for n in report.nodes if n.gradient]
+    assert [n.kind for n in forward][:3] == ["Linear", "ReLU", "Linear"]
+    # dX = dZ W reads a param too, but it is a gradient, never a Linear layer.
+    assert grads and all(n.kind != "Linear" for n in grads)
+    assert [(c.in_features, c.out_features) for c in report.expansions] == [(6, 12)]
+    assert [(c.in_features, c.out_features) for c in report.contractions] == [(12, 3)]
+    assert all(not report.nodes[c.node].gradient for c in report.collapse_points)
+    assert report.total_flops == sum(n.flops for n in report.nodes)
