@@ -39,7 +39,8 @@ _LAZY: dict[str, tuple[str, str]] = {
 }
 _SUBMODULES = ("nn", "optim", "builder", "pipelines")
 
-__all__ = [*_LAZY, *_SUBMODULES]
+# `from aicfc import *` must not shadow the builtins print and compile.
+__all__ = [n for n in (*_LAZY, *_SUBMODULES) if n not in ("print", "compile")]
 
 
 def __getattr__(name: str) -> Any:
@@ -54,4 +55,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(__all__)
+    return sorted({*globals(), *_LAZY, *_SUBMODULES})
