@@ -193,3 +193,26 @@ def test_editable_install_maps_the_source_folders(tmp_path: Path) -> None:
     (tmp_path / "f.mlir").write_text(MLIR)
     printed = run([str(script), "f.mlir"], cwd=tmp_path).stdout
     assert all(line in printed for line in PARSED), printed
+
+
+def test_readme_commands_match_ci() -> None:
+    """The README's two commands exist as written, and its gate list is .ci/run's."""
+    readme = (ROOT / "README.md").read_text()
+    assert "```sh\nbash .ci/run\n```" in readme, "README.md does not quote `bash .ci/run`"
+    main_job = (
+        "python3 -m venv .venv && .venv/bin/pip install -e '.[examples]' && "
+        ".venv/bin/python examples/train_digits.py"
+    )
+    assert main_job in readme, "README.md does not quote the main-job command"
+    assert (ROOT / "examples" / "train_digits.py").is_file()
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    assert {"examples", "test"} <= set(extras)
+    steps = [
+        line.removeprefix("step ").strip()
+        for line in (ROOT / ".ci" / "run").read_text().splitlines()
+        if line.startswith("step ")
+    ]
+    assert steps, ".ci/run runs no gate"
+    missing = [s for s in steps if f"`{s}`" not in readme]
+    assert not missing, f"README.md does not list these .ci/run gates verbatim: {missing}"
