@@ -40,6 +40,26 @@ __device__ __forceinline__ AdamTensor adam_tensor(const int64_t* meta, int t) {
           reinterpret_cast<float*>(f[8]), f[9]};
 }
 
+struct AdamScalars {
+  float step_size, bc2_sqrt, b1c, b2, b2c, wd, eps, decay;
+  bool decoupled, coupled;
+};
+
+// One element of reference.adam_step, in float32 at the same points (torch's order of
+// operations); the _rn intrinsics keep nvcc from contracting into FMAs, so the
+// rounding is NumPy's. Updates p, m, v in registers (g only for weight decay).
+__device__ __forceinline__ void adam_update(float& p, float g, float& m, float& v,
+                                            const AdamScalars& c) {
+  if (c.decoupled)
+    p = __fmul_rn(p, c.decay);
+  else if (c.coupled)
+    g = __fadd_rn(g, __fmul_rn(c.wd, p));
+  m = __fadd_rn(m, __fmul_rn(c.b1c, __fsub_rn(g, m)));
+  v = __fadd_rn(__fmul_rn(v, c.b2), __fmul_rn(__fmul_rn(c.b2c, g), g));
+  float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), c.bc2_sqrt), c.eps);
+  p = __fsub_rn(p, __fmul_rn(c.step_size, __fdiv_rn(m, denom)));
+}
+
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -53,7 +73,7 @@ extern "C" __global__ void __launch_bounds__(256)
   AdamTensor a = adam_tensor(meta, t);
   int64_t end = min(start + (int64_t)chunk, a.n);
 
-  // In float32 at the same points as reference.adam_step (torch's order of operations).
+  // Bias corrections in double from the device step counter, cast where torch casts.
   double step = (double)a.s[0] + 1.0;
   float step_size = (float)(lr / (1.0 - pow(beta1, step)));
   float bc2_sqrt = (float)sqrt(1.0 - pow(beta2, step));
@@ -61,17 +81,35 @@ extern "C" __global__ void __launch_bounds__(256)
   float wd = (float)weight_decay, epsf = (float)eps;
   float decay = (float)(1.0 - lr * weight_decay);
 
-  for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) {
+  AdamScalars c{step_size, bc2_sqrt, b1c, b2, b2c, wd, epsf, decay,
+                weight_decay != 0.0 && decoupled, weight_decay != 0.0 && !decoupled};
+  // 16-byte path: 4 elements per load, so each thread keeps 7 x 16 bytes in flight.
+  uint64_t bits = reinterpret_cast<uint64_t>(a.p) | reinterpret_cast<uint64_t>(a.g) |
+                  reinterpret_cast<uint64_t>(a.m) | reinterpret_cast<uint64_t>(a.v) |
+                  reinterpret_cast<uint64_t>(a.p_out) | reinterpret_cast<uint64_t>(a.m_out) |
+                  reinterpret_cast<uint64_t>(a.v_out);
+  int64_t i = start;
+  if ((bits & 15) == 0 && (start & 3) == 0) {
+    int64_t vec_end = start + ((end - start) & ~(int64_t)3);
+    for (int64_t j = start + 4 * threadIdx.x; j < vec_end; j += 4 * blockDim.x) {
+      float4 p = *reinterpret_cast<const float4*>(a.p + j);
+      float4 g = *reinterpret_cast<const float4*>(a.g + j);
+      float4 m = *reinterpret_cast<const float4*>(a.m + j);
+      float4 v = *reinterpret_cast<const float4*>(a.v + j);
+      adam_update(p.x, g.x, m.x, v.x, c);
+      adam_update(p.y, g.y, m.y, v.y, c);
+      adam_update(p.z, g.z, m.z, v.z, c);
+      adam_update(p.w, g.w, m.w, v.w, c);
+      *reinterpret_cast<float4*>(a.p_out + j) = p;
+      *reinterpret_cast<float4*>(a.m_out + j) = m;
+      *reinterpret_cast<float4*>(a.v_out + j) = v;
+    }
+    i = vec_end;
+  }
+  for (i += threadIdx.x; i < end; i += blockDim.x) {
     float p = a.p[i], g = a.g[i], m = a.m[i], v = a.v[i];
-    if (weight_decay != 0.0 && decoupled)
-      p = __fmul_rn(p, decay);
-    else if (weight_decay != 0.0)
-      g = __fadd_rn(g, __fmul_rn(wd, p));
-    // _rn intrinsics keep nvcc from contracting into FMAs, so the rounding is NumPy's.
-    m = __fadd_rn(m, __fmul_rn(b1c, __fsub_rn(g, m)));
-    v = __fadd_rn(__fmul_rn(v, b2), __fmul_rn(__fmul_rn(b2c, g), g));
-    float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), bc2_sqrt), epsf);
-    a.p_out[i] = __fsub_rn(p, __fmul_rn(step_size, __fdiv_rn(m, denom)));
+    adam_update(p, g, m, v, c);
+    a.p_out[i] = p;
     a.m_out[i] = m;
     a.v_out[i] = v;
   }
