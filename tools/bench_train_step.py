@@ -193,6 +193,46 @@ def bench_aicfc(config: str, tf32: bool, graph: bool) -> dict[str, Any]:
     }
 
 
+def profile_aicfc(config: str, tf32: bool, rounds: int = 20) -> list[tuple[str, float]]:
+    """Median device microseconds of each node of the aicfc step, in order.
+
+    The nodes are issued eagerly behind a 4096^3 product that keeps the GPU busy
+    while Python enqueues them, so they run back to back as in a graph and the
+    events between them measure each node (plus its share of launch latency).
+    """
+    import cupy
+
+    from aicfc.runtime.capture import copy_to_device, copy_to_host
+
+    batch, widths = CONFIGS[config]
+    x, y = make_data(batch, widths)
+    prog = aicfc_program(widths, tf32, graph=False)
+    prog.step(x, y)
+    exe = prog.executable()
+    stream = prog.backend.stream
+    big = cupy.random.standard_normal((4096, 4096), dtype=np.float32)
+    names = ["inputs H2D"] + [la.name for la in exe.launches] + ["outputs D2H"]
+    samples: list[list[float]] = [[] for _ in names]
+    for _ in range(rounds):
+        events = [cupy.cuda.Event() for _ in range(len(names) + 1)]
+        with stream:
+            cupy.matmul(big, big)
+        events[0].record(stream)
+        for name, pinned in exe._pinned_in.items():
+            copy_to_device(exe.arrays[exe.inputs[name].slot], pinned, stream)
+        events[1].record(stream)
+        for k, la in enumerate(exe.launches):
+            la(stream)
+            events[k + 2].record(stream)
+        for name, slot in exe.plan.outputs:
+            copy_to_host(exe._pinned_out[name], exe.arrays[slot], stream)
+        events[-1].record(stream)
+        events[-1].synchronize()
+        for k in range(len(names)):
+            samples[k].append(cupy.cuda.get_elapsed_time(events[k], events[k + 1]) * 1e3)
+    return [(n, statistics.median(t)) for n, t in zip(names, samples, strict=True)]
+
+
 # ----------------------------------------------------------------------------
 # PyTorch
 # ----------------------------------------------------------------------------
@@ -368,7 +408,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--copy-tbs", type=float, default=4.2, help="copy ceiling, TB/s")
     parser.add_argument("--fp32-tflops", type=float, default=51.0, help="strict fp32 GEMM ceiling")
     parser.add_argument("--tf32-tflops", type=float, default=400.0, help="TF32 GEMM ceiling")
+    parser.add_argument(
+        "--profile", action="store_true", help="only print the aicfc step's per-node device times"
+    )
     args = parser.parse_args(argv)
+    if args.profile:
+        for config in args.configs.split(","):
+            for precision in args.precisions.split(","):
+                nodes = profile_aicfc(config, precision == "tf32")
+                print(f"aicfc {config} {precision}: per-node device time (median of 20), us")
+                for name, us in nodes:
+                    print(f"  {us:9.1f}  {name}")
+                print(f"  {sum(us for _, us in nodes):9.1f}  total")
+        return 0
     results: list[dict[str, Any]] = []
     for config in args.configs.split(","):
         batch, widths = CONFIGS[config]
