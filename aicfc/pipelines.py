@@ -1,7 +1,9 @@
 """The named pipelines, re-exported for API users (defined in passes/pipelines.py).
 
-    for step in aicfc.pipelines.train_pipeline("numpy"):
-        print(step.stage, step.passes)
+```python
+for step in aicfc.pipelines.train_pipeline("numpy"):
+    print(step.stage, step.passes)
+```
 """
 
 from __future__ import annotations

@@ -6,10 +6,12 @@ seed 001 §5). Optimizer updates are SSA functions
 (`param, grad, m, v, step -> param', m', v', step'`); their alias policies let
 `aicfc-fold-inplace` turn them into in-place updates where that is safe.
 
-    %g:2 = autodiff.backward %loss wrt %w, %b : tensor<f32>, (tensor<16x8xf32>, tensor<16xf32>)
-             -> (tensor<16x8xf32>, tensor<16xf32>)
-    %w1, %m1, %v1, %s1 = autodiff.adam_step %w, %g#0, %m, %v, %s lr 1.000000e-03
-             : tensor<16x8xf32>, tensor<f32>
+```mlir
+%g:2 = autodiff.backward %loss wrt %w, %b : tensor<f32>, (tensor<16x8xf32>, tensor<16xf32>)
+         -> (tensor<16x8xf32>, tensor<16xf32>)
+%w1, %m1, %v1, %s1 = autodiff.adam_step %w, %g#0, %m, %v, %s lr 1.000000e-03
+         : tensor<16x8xf32>, tensor<f32>
+```
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from __future__ import annotations
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
+    I64,
     Float64Type,
     FloatAttr,
-    I64,
     IntegerAttr,
     TensorType,
     UnitAttr,
@@ -78,8 +80,10 @@ class BackwardOp(AicfcOp):
     The optional `seed` is d(output)/d(loss) (default 1). Result i has the type
     of wrt[i]. Replaced by `aicfc-expand-backward`; no backend executes it.
 
-        %g:2 = autodiff.backward %loss wrt %w, %b : tensor<f32>, (tensor<4x3xf32>,
-                 tensor<4xf32>) -> (tensor<4x3xf32>, tensor<4xf32>)
+    ```mlir
+    %g:2 = autodiff.backward %loss wrt %w, %b : tensor<f32>, (tensor<4x3xf32>,
+             tensor<4xf32>) -> (tensor<4x3xf32>, tensor<4xf32>)
+    ```
     """
 
     name = "autodiff.backward"
@@ -120,7 +124,8 @@ class BackwardOp(AicfcOp):
             require_float(self.name, f"wrt #{i}", t)
             if g.type != t:
                 raise VerifyException(
-                    f"{self.name}: result #{i} has type {g.type}, expected {t} (the type of wrt #{i})"
+                    f"{self.name}: result #{i} has type {g.type}, expected {t} "
+                    f"(the type of wrt #{i})"
                 )
 
 
@@ -153,7 +158,9 @@ _ACT_GRAD = F.IS_BACKWARD | F.IS_ELEMENTWISE | F.IS_ACTIVATION_GRAD
 class ReluGradOp(ActivationGradOp):
     """dx = dy * (y > 0), with y the relu's output (seed 001 §5.1).
 
-        %dx = autodiff.relu_grad %dy, %y : tensor<8x16xf32>
+    ```mlir
+    %dx = autodiff.relu_grad %dy, %y : tensor<8x16xf32>
+    ```
     """
 
     name = "autodiff.relu_grad"
@@ -164,15 +171,21 @@ class ReluGradOp(ActivationGradOp):
 class GeluGradOp(ActivationGradOp):
     """dx = dy * (Phi(x) + x * phi(x)), with x the gelu's input (exact erf form).
 
-        %dx = autodiff.gelu_grad %dy, %x : tensor<8x16xf32>
+    ```mlir
+    %dx = autodiff.gelu_grad %dy, %x : tensor<8x16xf32>
+    ```
     """
 
     name = "autodiff.gelu_grad"
     FLOPS_PER_ELEMENT: ClassVar[int] = 8
     traits = traits_def(
         Pure(),
-        OpInfo(_ACT_GRAD, OUT0_IN0, differentiable=False,
-               why_not="its VJP needs gelu''(x) = phi(x) (2 - x^2), which no op computes"),
+        OpInfo(
+            _ACT_GRAD,
+            OUT0_IN0,
+            differentiable=False,
+            why_not="its VJP needs gelu''(x) = phi(x) (2 - x^2), which no op computes",
+        ),
     )
 
 
@@ -180,7 +193,9 @@ class GeluGradOp(ActivationGradOp):
 class TanhGradOp(ActivationGradOp):
     """dx = dy * (1 - y^2), with y the tanh's output.
 
-        %dx = autodiff.tanh_grad %dy, %y : tensor<8x16xf32>
+    ```mlir
+    %dx = autodiff.tanh_grad %dy, %y : tensor<8x16xf32>
+    ```
     """
 
     name = "autodiff.tanh_grad"
@@ -192,7 +207,9 @@ class TanhGradOp(ActivationGradOp):
 class SoftmaxGradOp(AicfcOp):
     """dx = y * (dy - sum(dy * y, axis)), with y the softmax's output.
 
-        %dx = autodiff.softmax_grad %dy, %y axis = 1 : tensor<8x10xf32>
+    ```mlir
+    %dx = autodiff.softmax_grad %dy, %y axis = 1 : tensor<8x10xf32>
+    ```
     """
 
     name = "autodiff.softmax_grad"
@@ -226,8 +243,10 @@ class SoftmaxGradOp(AicfcOp):
 class CrossEntropyGradOp(AicfcOp):
     """dlogits = (softmax(logits) - onehot(labels)) * dloss / N.
 
-        %dx = autodiff.cross_entropy_grad %x, %y, %dl
-                : (tensor<8x10xf32>, tensor<8xi32>, tensor<f32>) -> tensor<8x10xf32>
+    ```mlir
+    %dx = autodiff.cross_entropy_grad %x, %y, %dl
+            : (tensor<8x10xf32>, tensor<8xi32>, tensor<f32>) -> tensor<8x10xf32>
+    ```
     """
 
     name = "autodiff.cross_entropy_grad"
@@ -237,7 +256,9 @@ class CrossEntropyGradOp(AicfcOp):
     grad = operand_def(TensorType)
     result = result_def(TensorType)
     traits = traits_def(Pure(), OpInfo(F.IS_BACKWARD))
-    assembly_format = "$logits `,` $labels `,` $grad attr-dict `:` functional-type(operands, results)"
+    assembly_format = (
+        "$logits `,` $labels `,` $grad attr-dict `:` functional-type(operands, results)"
+    )
 
     def __init__(self, logits: SSAValue, labels: SSAValue, grad: SSAValue):
         super().__init__(operands=[logits, labels, grad], result_types=[logits.type])
@@ -249,8 +270,7 @@ class CrossEntropyGradOp(AicfcOp):
         require_float(self.name, "logits", x)
         if len(x.get_shape()) != 2 or not is_int(y.element_type):
             raise VerifyException(
-                f"{self.name}: expected logits [N, C] and i32/i64 labels [N], got "
-                f"{x} and {y}"
+                f"{self.name}: expected logits [N, C] and i32/i64 labels [N], got {x} and {y}"
             )
         if tuple(y.get_shape()) != (x.get_shape()[0],):
             raise VerifyException(
@@ -266,8 +286,10 @@ class CrossEntropyGradOp(AicfcOp):
 class MseLossGradOp(AicfcOp):
     """dpred = 2 * (pred - target) * dloss / numel(pred).
 
-        %dp = autodiff.mse_loss_grad %p, %t, %dl : (tensor<8x4xf32>, tensor<8x4xf32>,
-                tensor<f32>) -> tensor<8x4xf32>
+    ```mlir
+    %dp = autodiff.mse_loss_grad %p, %t, %dl : (tensor<8x4xf32>, tensor<8x4xf32>,
+            tensor<f32>) -> tensor<8x4xf32>
+    ```
     """
 
     name = "autodiff.mse_loss_grad"
@@ -298,7 +320,9 @@ class MseLossGradOp(AicfcOp):
 class DropoutGradOp(AicfcOp):
     """dx = dy * mask / (1 - p), recomputing the forward's Philox mask from (seed, offset).
 
-        %dx = autodiff.dropout_grad %dy, %offset p 0.1 seed 7 : tensor<8x16xf32>, tensor<i64>
+    ```mlir
+    %dx = autodiff.dropout_grad %dy, %offset p 0.1 seed 7 : tensor<8x16xf32>, tensor<i64>
+    ```
     """
 
     name = "autodiff.dropout_grad"
@@ -337,8 +361,10 @@ class EpilogueGradOp(AicfcOp):
     pre-activation Z for gelu. dZ keeps the forward output's layout and the bias
     gradient reduces dZ itself, never a transpose (seed 001 §5.3).
 
-        %dz, %db = autodiff.epilogue_grad %dy, %y act relu
-                     : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+    ```mlir
+    %dz, %db = autodiff.epilogue_grad %dy, %y act relu
+                 : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+    ```
     """
 
     name = "autodiff.epilogue_grad"
@@ -351,9 +377,7 @@ class EpilogueGradOp(AicfcOp):
     traits = traits_def(
         Pure(), OpInfo(F.IS_BACKWARD | F.IS_FUSED | F.IS_ACTIVATION_GRAD | F.IS_REDUCTION)
     )
-    assembly_format = (
-        "$grad `,` $saved `act` $act attr-dict `:` functional-type(operands, results)"
-    )
+    assembly_format = "$grad `,` $saved `act` $act attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, grad: SSAValue, saved: SSAValue, act: Activation):
         t = ranked(self.name, "grad", grad)
@@ -403,8 +427,10 @@ class AdamStepOp(AicfcOp):
     (sqrt(v') / sqrt(1 - beta2^t) + eps); step' = t. The bias correction reads
     the step counter, so a replayed CUDA graph needs no host-fed scalar.
 
-        %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %g, %m, %v, %s lr 1.000000e-03
-                               : tensor<16x8xf32>, tensor<f32>
+    ```mlir
+    %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %g, %m, %v, %s lr 1.000000e-03
+                           : tensor<16x8xf32>, tensor<f32>
+    ```
     """
 
     name = "autodiff.adam_step"
@@ -428,8 +454,12 @@ class AdamStepOp(AicfcOp):
     decoupled_weight_decay = opt_prop_def(UnitAttr)
     traits = traits_def(
         Pure(),
-        OpInfo(F.IS_OPTIMIZER, ADAM_TRIPLET, differentiable=False,
-               why_not="an optimizer update is not differentiated"),
+        OpInfo(
+            F.IS_OPTIMIZER,
+            ADAM_TRIPLET,
+            differentiable=False,
+            why_not="an optimizer update is not differentiated",
+        ),
     )
     assembly_format = (
         "$param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $step `lr` $lr "
@@ -488,10 +518,12 @@ class SgdStepOp(AicfcOp):
     The momentum buffer starts at zero, which equals PyTorch's first step
     (buf = g) because dampening is 0.
 
-        %p1 = autodiff.sgd_step %p, %g lr 1.000000e-02
-                : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
-        %p2, %b2 = autodiff.sgd_step %p, %g, %buf lr 1.000000e-02 momentum 9.000000e-01
-                     : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+    ```mlir
+    %p1 = autodiff.sgd_step %p, %g lr 1.000000e-02
+            : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+    %p2, %b2 = autodiff.sgd_step %p, %g, %buf lr 1.000000e-02 momentum 9.000000e-01
+                 : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+    ```
     """
 
     name = "autodiff.sgd_step"
@@ -508,8 +540,12 @@ class SgdStepOp(AicfcOp):
     nesterov = opt_prop_def(UnitAttr)
     traits = traits_def(
         Pure(),
-        OpInfo(F.IS_OPTIMIZER, SGD_PAIR, differentiable=False,
-               why_not="an optimizer update is not differentiated"),
+        OpInfo(
+            F.IS_OPTIMIZER,
+            SGD_PAIR,
+            differentiable=False,
+            why_not="an optimizer update is not differentiated",
+        ),
     )
     assembly_format = (
         "$param `,` $grad (`,` $momentum_buffer^)? `lr` $lr (`momentum` $momentum^)? "
@@ -529,7 +565,7 @@ class SgdStepOp(AicfcOp):
     ):
         has_buf = momentum_buffer is not None
         super().__init__(
-            operands=[param, grad, [momentum_buffer] if has_buf else []],
+            operands=[param, grad, [momentum_buffer] if momentum_buffer is not None else []],
             result_types=[param.type, [param.type] if has_buf else []],
             properties={
                 "lr": _f64(lr),

@@ -68,23 +68,33 @@ class AicfcOp(IRDLOperation):
         """Static and derived flags of this instance (one 64-bit mask)."""
         return all_flags(self)
 
+    def semantic_flags(self) -> OpFlag:
+        """The static flags as they hold for this instance's attributes.
+
+        Equal to the class's static flags, except for ops whose meaning depends
+        on a property (a gemm_epilogue with act none is affine, not an activation).
+        """
+        return static_flags(self)
+
     def semantic_properties(self) -> list[str]:
         """Human-readable properties (seed 002 §7): linear, trainable, nonlinear, ...
 
         Not named `properties`: that is xDSL's dict of the op's IR properties,
         which an instance attribute of that name would hide a method behind.
         """
-        f = static_flags(self)
+        f = self.semantic_flags()
         props: list[str] = []
         if f & OpFlag.IS_CONSTANT:
             return ["constant"]
         if f & OpFlag.IS_LINEAR:
             props.append("linear")
+        elif f & OpFlag.IS_AFFINE:
+            props.append("affine")
         if self.param_count() > 0:
             props.append("trainable")
-        if not f & (OpFlag.IS_LINEAR | OpFlag.IS_LAYOUT):
+        if not f & (OpFlag.IS_LINEAR | OpFlag.IS_AFFINE | OpFlag.IS_LAYOUT):
             props.append("nonlinear")
-        if not f & (OpFlag.IS_INVERTIBLE | OpFlag.IS_LINEAR):
+        if not f & (OpFlag.IS_INVERTIBLE | OpFlag.IS_LINEAR | OpFlag.IS_AFFINE):
             props.append("irreversible")
         if f & OpFlag.COLLAPSES_INFO:
             props.append("collapse-producing")

@@ -7,17 +7,19 @@ names a kernel of the registry, its input buffers, its output buffers and its
 scalar parameters (seed 000 §6, seed 004 §10). In-place execution is visible:
 an output buffer that is the same SSA value as an input buffer.
 
-    exec.program @train_step {
-      %x = exec.buffer "x" : !exec.buffer<64x64xf32, input>
-      %w = exec.buffer "fc1.weight" : !exec.buffer<128x64xf32, param>
-      %h = exec.alloc : !exec.buffer<64x128xf32, tmp>
-      exec.graph {
-        exec.launch "numpy.gemm_epilogue"(%x, %w) outs(%h) params {transpose_b = true}
-          : (!exec.buffer<64x64xf32, input>, !exec.buffer<128x64xf32, param>)
-          -> (!exec.buffer<64x128xf32, tmp>)
-      }
-      exec.output "h" %h : !exec.buffer<64x128xf32, tmp>
-    }
+```mlir
+exec.program @train_step {
+  %x = exec.buffer "x" : !exec.buffer<64x64xf32, input>
+  %w = exec.buffer "fc1.weight" : !exec.buffer<128x64xf32, param>
+  %h = exec.alloc : !exec.buffer<64x128xf32, tmp>
+  exec.graph {
+    exec.launch "numpy.gemm_epilogue"(%x, %w) outs(%h) params {transpose_b = true}
+      : (!exec.buffer<64x64xf32, input>, !exec.buffer<128x64xf32, param>)
+      -> (!exec.buffer<64x128xf32, tmp>)
+  }
+  exec.output "h" %h : !exec.buffer<64x128xf32, tmp>
+}
+```
 
 Roles: `input` (copied in before every step), `param` and `state` (persist
 across steps; updated in place), `tmp` (step-local), `const` (written once at
@@ -29,10 +31,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from xdsl.dialects.builtin import (
+    I64,
     ArrayAttr,
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
-    I64,
     IntAttr,
     IntegerAttr,
     StringAttr,
@@ -53,9 +55,9 @@ from xdsl.ir import (
 )
 from xdsl.irdl import (
     AttrSizedOperandSegments,
+    IRDLOperation,
     irdl_attr_definition,
     irdl_op_definition,
-    IRDLOperation,
     operand_def,
     opt_prop_def,
     prop_def,
@@ -160,6 +162,18 @@ def from_tensor(t: Attribute, role: BufferRole | str) -> BufferType:
     return BufferType(tuple(t.get_shape()), t.element_type, role)
 
 
+def single_block(region: Region) -> Block:
+    """The region's one block, created if the region is empty.
+
+    An empty body prints as `{\n}` and parses back as a region without blocks,
+    so both forms mean "no ops". A second block is rejected by xDSL's own
+    verifier (an op that is not a terminator ends a block of a multi-block region).
+    """
+    if not region.blocks:
+        region.add_block(Block())
+    return region.block
+
+
 # ----------------------------------------------------------------------------
 # Ops
 # ----------------------------------------------------------------------------
@@ -172,13 +186,15 @@ class ProgramOp(IRDLOperation):
     `arena_size` (bytes) is set by `aicfc-plan-memory`: planned tmp buffers are
     views at their `offset` into one arena of that size.
 
-        exec.program @train_step { ... }
+    ```mlir
+    exec.program @train_step { ... }
+    ```
     """
 
     name = "exec.program"
     sym_name = prop_def(SymbolNameConstraint())
     arena_size = opt_prop_def(IntegerAttr[I64])
-    body = region_def("single_block")
+    body = region_def()
     traits = traits_def(IsolatedFromAbove(), NoTerminator(), SymbolOpInterface())
     assembly_format = "$sym_name (`arena` $arena_size^)? attr-dict-with-keyword $body"
 
@@ -190,7 +206,7 @@ class ProgramOp(IRDLOperation):
 
     @property
     def block(self) -> Block:
-        return self.body.block
+        return single_block(self.body)
 
     def graph(self) -> GraphOp:
         for op in self.block.ops:
@@ -216,7 +232,7 @@ class ProgramOp(IRDLOperation):
                 key = f"{kind}:{op.buffer_name.data}"
                 if key in seen:
                     raise VerifyException(
-                        f"{where}: {kind} name \"{op.buffer_name.data}\" is declared twice"
+                        f'{where}: {kind} name "{op.buffer_name.data}" is declared twice'
                     )
                 seen[key] = kind
             elif not isinstance(op, AllocOp | ConstantOp | GraphOp):
@@ -241,7 +257,9 @@ class ProgramOp(IRDLOperation):
 class BufferOp(IRDLOperation):
     """An external buffer (role input, param or state) with a stable name.
 
-        %w = exec.buffer "fc1.weight" : !exec.buffer<128x64xf32, param>
+    ```mlir
+    %w = exec.buffer "fc1.weight" : !exec.buffer<128x64xf32, param>
+    ```
     """
 
     name = "exec.buffer"
@@ -256,7 +274,7 @@ class BufferOp(IRDLOperation):
         role = buffer_type(self.result).buffer_role
         if role not in EXTERNAL_ROLES:
             raise VerifyException(
-                f"exec.buffer \"{self.buffer_name.data}\": role must be input, param or state, "
+                f'exec.buffer "{self.buffer_name.data}": role must be input, param or state, '
                 f"got {role.value} (use exec.alloc for tmp, exec.constant for const)"
             )
 
@@ -265,8 +283,10 @@ class BufferOp(IRDLOperation):
 class AllocOp(IRDLOperation):
     """A step-local tmp buffer; after memory planning, a view at `offset` bytes into the arena.
 
-        %t = exec.alloc : !exec.buffer<64x128xf32, tmp>
-        %u = exec.alloc offset 32768 : !exec.buffer<64x128xf32, tmp>
+    ```mlir
+    %t = exec.alloc : !exec.buffer<64x128xf32, tmp>
+    %u = exec.alloc offset 32768 : !exec.buffer<64x128xf32, tmp>
+    ```
     """
 
     name = "exec.alloc"
@@ -289,7 +309,9 @@ class AllocOp(IRDLOperation):
 class ConstantOp(IRDLOperation):
     """A buffer with role const, written once when the program is loaded.
 
-        %c = exec.constant dense<1> : tensor<i64> -> !exec.buffer<i64, const>
+    ```mlir
+    %c = exec.constant dense<1> : tensor<i64> -> !exec.buffer<i64, const>
+    ```
     """
 
     name = "exec.constant"
@@ -315,11 +337,13 @@ class ConstantOp(IRDLOperation):
 class GraphOp(IRDLOperation):
     """The capture region: its launches run in order, captured once and replayed.
 
-        exec.graph { exec.launch ... }
+    ```mlir
+    exec.graph { exec.launch ... }
+    ```
     """
 
     name = "exec.graph"
-    body = region_def("single_block")
+    body = region_def()
     traits = traits_def(NoTerminator())
     assembly_format = "attr-dict-with-keyword $body"
 
@@ -328,7 +352,7 @@ class GraphOp(IRDLOperation):
 
     @property
     def block(self) -> Block:
-        return self.body.block
+        return single_block(self.body)
 
     def verify_(self) -> None:
         for op in self.block.ops:
@@ -345,7 +369,8 @@ def _check_writable(op_name: str, what: str, value: SSAValue) -> None:
         owner = value.owner
         label = f' "{owner.buffer_name.data}"' if isinstance(owner, BufferOp) else ""
         raise VerifyException(
-            f"{op_name}: {what} is the {role.value} buffer{label}; {role.value} buffers are read-only"
+            f"{op_name}: {what} is the {role.value} buffer{label}; "
+            f"{role.value} buffers are read-only"
         )
 
 
@@ -357,8 +382,10 @@ class LaunchOp(IRDLOperation):
     `aicfc-fold-inplace` may apply; an output that is the same SSA value as an
     input runs in place.
 
-        exec.launch "numpy.relu"(%a) outs(%b) alias "out0_in0"
-          : (!exec.buffer<4xf32, tmp>) -> (!exec.buffer<4xf32, tmp>)
+    ```mlir
+    exec.launch "numpy.relu"(%a) outs(%b) alias "out0_in0"
+      : (!exec.buffer<4xf32, tmp>) -> (!exec.buffer<4xf32, tmp>)
+    ```
     """
 
     name = "exec.launch"
@@ -407,7 +434,7 @@ class LaunchOp(IRDLOperation):
             raise VerifyException(f"{where}: the same buffer is written by two outputs")
         if self.alias is not None and self.alias.data not in ALIAS_POLICIES:
             raise VerifyException(
-                f"{where}: unknown alias policy \"{self.alias.data}\" "
+                f'{where}: unknown alias policy "{self.alias.data}" '
                 f"(known: {', '.join(sorted(ALIAS_POLICIES))})"
             )
         attr_to_params(self.params)
@@ -417,7 +444,9 @@ class LaunchOp(IRDLOperation):
 class CopyOp(IRDLOperation):
     """dst = src (a device-to-device copy; `aicfc-fold-inplace` removes src == dst).
 
-        exec.copy %new -> %w : !exec.buffer<4xf32, tmp> -> !exec.buffer<4xf32, param>
+    ```mlir
+    exec.copy %new -> %w : !exec.buffer<4xf32, tmp> -> !exec.buffer<4xf32, param>
+    ```
     """
 
     name = "exec.copy"
@@ -439,7 +468,9 @@ class CopyOp(IRDLOperation):
 class OutputOp(IRDLOperation):
     """A named program output, read after the step.
 
-        exec.output "loss" %l : !exec.buffer<f32, tmp>
+    ```mlir
+    exec.output "loss" %l : !exec.buffer<f32, tmp>
+    ```
     """
 
     name = "exec.output"

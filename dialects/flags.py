@@ -67,6 +67,8 @@ class OpFlag(enum.IntFlag):
     """dx = dy * act'(.) for a pointwise activation."""
     IS_BROADCAST = 1 << 18
     """Replicates its operand along new or unit axes."""
+    IS_AFFINE = 1 << 19
+    """Linear up to a constant offset: x -> A x + c (bias_add)."""
     # --- derived: computed per instance in context (bits 32-63) ---
     DTYPE_F32 = 1 << 32
     DTYPE_F16 = 1 << 33

@@ -5,9 +5,11 @@ Every op carries an `OpInfo` trait with its static 64-bit flag mask (seed 001
 ops take operands of one type; broadcasting is explicit (`graph.broadcast_to`,
 `graph.bias_add`), as in StableHLO. Matrix ops are rank 2.
 
-    %h = graph.gemm_epilogue %x, %w bias %b act relu transpose_b
-           : (tensor<64x64xf32>, tensor<128x64xf32>, tensor<128xf32>) -> tensor<64x128xf32>
-    %l = graph.cross_entropy %logits, %y : (tensor<64x10xf32>, tensor<64xi32>) -> tensor<f32>
+```mlir
+%h = graph.gemm_epilogue %x, %w bias %b act relu transpose_b
+       : (tensor<64x64xf32>, tensor<128x64xf32>, tensor<128xf32>) -> tensor<64x128xf32>
+%l = graph.cross_entropy %logits, %y : (tensor<64x10xf32>, tensor<64xi32>) -> tensor<f32>
+```
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
+    I64,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
     Float64Type,
     FloatAttr,
-    I64,
     IntegerAttr,
     TensorType,
     UnitAttr,
@@ -146,14 +148,19 @@ class BinaryElementwiseOp(GraphOp):
 class ConstantOp(GraphOp):
     """A compile-time tensor.
 
-        %c = graph.constant dense<1> : tensor<i64>
+    ```mlir
+    %c = graph.constant dense<1> : tensor<i64>
+    ```
     """
 
     name = "graph.constant"
     value = prop_def(DenseIntOrFPElementsAttr)
     result = result_def(TensorType)
-    traits = traits_def(Pure(), ConstantLike(), OpInfo(F.IS_CONSTANT, differentiable=False,
-                                                        why_not="a constant has no inputs"))
+    traits = traits_def(
+        Pure(),
+        ConstantLike(),
+        OpInfo(F.IS_CONSTANT, differentiable=False, why_not="a constant has no inputs"),
+    )
 
     def __init__(self, value: DenseIntOrFPElementsAttr):
         super().__init__(properties={"value": value}, result_types=[value.type])
@@ -205,7 +212,9 @@ def matmul_shape(
 class MatmulOp(GraphOp):
     """Matrix product C = op(A) @ op(B), op = transpose where the flag is set.
 
-        %c = graph.matmul %a, %b transpose_b : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+    ```mlir
+    %c = graph.matmul %a, %b transpose_b : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+    ```
     """
 
     name = "graph.matmul"
@@ -259,8 +268,10 @@ class GemmEpilogueOp(GraphOp):
     (cuBLASLt's GELU_AUX), kept for the backward of GELU; it is allowed only
     when act is not none.
 
-        %y = graph.gemm_epilogue %x, %w bias %b act relu transpose_b
-               : (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+    ```mlir
+    %y = graph.gemm_epilogue %x, %w bias %b act relu transpose_b
+           : (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+    ```
     """
 
     name = "graph.gemm_epilogue"
@@ -308,6 +319,14 @@ class GemmEpilogueOp(GraphOp):
     def activation(self) -> Activation:
         return self.act.data if self.act is not None else Activation.NONE
 
+    def semantic_flags(self) -> OpFlag:
+        f = super().semantic_flags() & ~(F.IS_ACTIVATION | F.IS_BIAS_ADD)
+        if self.bias is not None:
+            f |= F.IS_BIAS_ADD
+        if self.activation == Activation.NONE:
+            return f | (F.IS_AFFINE if self.bias is not None else F.IS_LINEAR)
+        return f | F.IS_ACTIVATION | (F.COLLAPSES_INFO if self.activation == Activation.RELU else 0)
+
     def mnk(self) -> tuple[int, int, int]:
         a = ranked(self.name, "lhs", self.lhs)
         b = ranked(self.name, "rhs", self.rhs)
@@ -353,7 +372,9 @@ class GemmEpilogueOp(GraphOp):
 class BiasAddOp(GraphOp):
     """y = x + b with b of shape [C] added along the last dimension of x [..., C].
 
-        %y = graph.bias_add %x, %b : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+    ```mlir
+    %y = graph.bias_add %x, %b : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+    ```
     """
 
     name = "graph.bias_add"
@@ -362,7 +383,10 @@ class BiasAddOp(GraphOp):
     bias = operand_def(TensorType)
     result = result_def(TensorType)
     traits = traits_def(
-        Pure(), OpInfo(F.IS_ELEMENTWISE | F.IS_BIAS_ADD | F.HAS_PARAM | F.IS_INVERTIBLE, OUT0_IN0)
+        Pure(),
+        OpInfo(
+            F.IS_ELEMENTWISE | F.IS_BIAS_ADD | F.HAS_PARAM | F.IS_INVERTIBLE | F.IS_AFFINE, OUT0_IN0
+        ),
     )
     assembly_format = (
         "$input `,` $bias attr-dict `:` `(` type($input) `,` type($bias) `)` `->` type($result)"
@@ -389,7 +413,9 @@ class BiasAddOp(GraphOp):
 class AddOp(BinaryElementwiseOp):
     """z = a + b (equal types; float or i32/i64).
 
-        %z = graph.add %a, %b : tensor<8x16xf32>
+    ```mlir
+    %z = graph.add %a, %b : tensor<8x16xf32>
+    ```
     """
 
     name = "graph.add"
@@ -400,7 +426,9 @@ class AddOp(BinaryElementwiseOp):
 class SubOp(BinaryElementwiseOp):
     """z = a - b (equal types).
 
-        %z = graph.sub %a, %b : tensor<8x16xf32>
+    ```mlir
+    %z = graph.sub %a, %b : tensor<8x16xf32>
+    ```
     """
 
     name = "graph.sub"
@@ -411,7 +439,9 @@ class SubOp(BinaryElementwiseOp):
 class MulOp(BinaryElementwiseOp):
     """z = a * b, elementwise (equal types).
 
-        %z = graph.mul %a, %b : tensor<8x16xf32>
+    ```mlir
+    %z = graph.mul %a, %b : tensor<8x16xf32>
+    ```
     """
 
     name = "graph.mul"
@@ -422,7 +452,9 @@ class MulOp(BinaryElementwiseOp):
 class ReluOp(UnaryElementwiseOp):
     """y = max(x, 0). Collapses the negative half-line to 0 (seed 002 §5).
 
-        %y = graph.relu %x : tensor<8x16xf32>
+    ```mlir
+    %y = graph.relu %x : tensor<8x16xf32>
+    ```
     """
 
     name = "graph.relu"
@@ -436,7 +468,9 @@ class ReluOp(UnaryElementwiseOp):
 class GeluOp(UnaryElementwiseOp):
     """y = x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))), the exact form (Hendrycks and Gimpel 2016).
 
-        %y = graph.gelu %x : tensor<8x16xf32>
+    ```mlir
+    %y = graph.gelu %x : tensor<8x16xf32>
+    ```
     """
 
     name = "graph.gelu"
@@ -448,7 +482,9 @@ class GeluOp(UnaryElementwiseOp):
 class TanhOp(UnaryElementwiseOp):
     """y = tanh(x); a bijection onto (-1, 1).
 
-        %y = graph.tanh %x : tensor<8x16xf32>
+    ```mlir
+    %y = graph.tanh %x : tensor<8x16xf32>
+    ```
     """
 
     name = "graph.tanh"
@@ -467,7 +503,9 @@ class DropoutOp(GraphOp):
     advanced once per step, so every step (and every CUDA graph replay) draws
     a new mask while `autodiff.dropout_grad` can recompute the same one.
 
-        %y = graph.dropout %x, %offset p 0.1 seed 7 : tensor<8x16xf32>, tensor<i64>
+    ```mlir
+    %y = graph.dropout %x, %offset p 0.1 seed 7 : tensor<8x16xf32>, tensor<i64>
+    ```
     """
 
     name = "graph.dropout"
@@ -515,7 +553,9 @@ def verify_rng_offset(op_name: str, offset: SSAValue) -> None:
 class ReshapeOp(GraphOp):
     """Row-major reshape to the result type's shape (same element count).
 
-        %y = graph.reshape %x : tensor<8x16xf32> -> tensor<128xf32>
+    ```mlir
+    %y = graph.reshape %x : tensor<8x16xf32> -> tensor<128xf32>
+    ```
     """
 
     name = "graph.reshape"
@@ -549,7 +589,9 @@ class ReshapeOp(GraphOp):
 class TransposeOp(GraphOp):
     """Permute dimensions: result dim i is input dim perm[i] (numpy.transpose).
 
-        %y = graph.transpose %x perm = [1, 0] : tensor<8x16xf32> -> tensor<16x8xf32>
+    ```mlir
+    %y = graph.transpose %x perm = [1, 0] : tensor<8x16xf32> -> tensor<16x8xf32>
+    ```
     """
 
     name = "graph.transpose"
@@ -589,7 +631,9 @@ class TransposeOp(GraphOp):
 class BroadcastToOp(GraphOp):
     """Broadcast to the result shape by NumPy rules (right-aligned; dims equal or 1).
 
-        %y = graph.broadcast_to %b : tensor<16xf32> -> tensor<8x16xf32>
+    ```mlir
+    %y = graph.broadcast_to %b : tensor<16xf32> -> tensor<8x16xf32>
+    ```
     """
 
     name = "graph.broadcast_to"
@@ -627,7 +671,9 @@ def _axis_in_range(op_name: str, axis: int, rank: int) -> int:
 class SoftmaxOp(GraphOp):
     """y = exp(x - max) / sum(exp(x - max)) along `axis`.
 
-        %y = graph.softmax %x axis = 1 : tensor<8x10xf32>
+    ```mlir
+    %y = graph.softmax %x axis = 1 : tensor<8x10xf32>
+    ```
     """
 
     name = "graph.softmax"
@@ -666,7 +712,9 @@ def reduce_shape(
 class ReduceSumOp(GraphOp):
     """Sum over `axes` (numpy.sum with keepdims).
 
-        %s = graph.reduce_sum %x axes = [0] : tensor<8x16xf32> -> tensor<16xf32>
+    ```mlir
+    %s = graph.reduce_sum %x axes = [0] : tensor<8x16xf32> -> tensor<16xf32>
+    ```
     """
 
     name = "graph.reduce_sum"
@@ -717,7 +765,9 @@ class CrossEntropyOp(GraphOp):
     loss = mean_n(logsumexp(x_n) - x_n[y_n]), computed with the max subtracted
     (torch.nn.functional.cross_entropy, reduction="mean").
 
-        %l = graph.cross_entropy %x, %y : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
+    ```mlir
+    %l = graph.cross_entropy %x, %y : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
+    ```
     """
 
     name = "graph.cross_entropy"
@@ -744,9 +794,7 @@ class CrossEntropyOp(GraphOp):
                 f"{self.name}: logits must be rank 2 [N, C], got {fmt_shape(x.get_shape())}"
             )
         if not is_int(y.element_type):
-            raise VerifyException(
-                f"{self.name}: labels must be i32 or i64, got {y.element_type}"
-            )
+            raise VerifyException(f"{self.name}: labels must be i32 or i64, got {y.element_type}")
         if tuple(y.get_shape()) != (x.get_shape()[0],):
             raise VerifyException(
                 f"{self.name}: labels must have shape [{x.get_shape()[0]}] (N of logits "
@@ -762,7 +810,9 @@ class CrossEntropyOp(GraphOp):
 class MseLossOp(GraphOp):
     """Mean squared error: mean((pred - target)^2) (torch.nn.functional.mse_loss).
 
-        %l = graph.mse_loss %p, %t : tensor<8x4xf32> -> tensor<f32>
+    ```mlir
+    %l = graph.mse_loss %p, %t : tensor<8x4xf32> -> tensor<f32>
+    ```
     """
 
     name = "graph.mse_loss"

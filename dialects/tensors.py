@@ -22,7 +22,12 @@ from xdsl.utils.exceptions import VerifyException
 
 FLOAT_TYPES = (Float16Type, BFloat16Type, Float32Type, Float64Type)
 
-_BYTES = {Float16Type: 2, BFloat16Type: 2, Float32Type: 4, Float64Type: 8}
+_BYTES: dict[type[Attribute], int] = {
+    Float16Type: 2,
+    BFloat16Type: 2,
+    Float32Type: 4,
+    Float64Type: 8,
+}
 
 
 def is_float(element_type: Attribute) -> bool:
@@ -36,7 +41,7 @@ def is_int(element_type: Attribute) -> bool:
 def itemsize(element_type: Attribute) -> int:
     """Bytes per element of a float or integer element type."""
     if isinstance(element_type, IntegerType):
-        return element_type.width.data // 8
+        return int(element_type.width.data) // 8
     return _BYTES[type(element_type)]
 
 

@@ -113,7 +113,7 @@ def run_func(
         if isinstance(op, func.ReturnOp):
             return [env[v] for v in op.arguments]
         if static_flags(op) & OpFlag.IS_CONSTANT:
-            env[op.results[0]] = dense_to_numpy(op.properties["value"])  # type: ignore[arg-type]
+            env[op.results[0]] = dense_to_numpy(op.properties["value"])
             continue
         ref = REFERENCE.get(op.name)
         if ref is None or not isinstance(op, AicfcOp):

@@ -164,3 +164,4 @@ exec.program @copy_shape {
     exec.copy %t -> %w : !exec.buffer<8xf32, tmp> -> !exec.buffer<4xf32, param>
   }
 }
+

@@ -67,3 +67,17 @@ exec.program @planned arena 1024 {
   exec.output "b" %b : !exec.buffer<8x16xf32, tmp>
 // CHECK-NEXT: }
 }
+
+// A step with nothing to launch (a function that returns its input): the empty
+// capture region survives the round trip.
+// CHECK-LABEL: exec.program @empty_graph
+// CHECK-NEXT: %x = exec.buffer "x" : !exec.buffer<4xf32, input>
+// CHECK-NEXT: exec.graph {
+// CHECK: }
+// CHECK-NEXT: exec.output "y" %x : !exec.buffer<4xf32, input>
+exec.program @empty_graph {
+  %x = exec.buffer "x" : !exec.buffer<4xf32, input>
+  exec.graph {
+  }
+  exec.output "y" %x : !exec.buffer<4xf32, input>
+}
