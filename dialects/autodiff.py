@@ -49,7 +49,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from aicfc.dialects.base import AicfcOp
 from aicfc.dialects.flags import ADAM_TRIPLET, OUT0_IN0, SGD_PAIR, OpFlag, OpInfo
-from aicfc.dialects.graph import Activation, ActivationAttr, verify_rng_offset
+from aicfc.dialects.graph import Activation, ActivationAttr
 from aicfc.dialects.tensors import (
     fmt_shape,
     is_int,
@@ -58,6 +58,7 @@ from aicfc.dialects.tensors import (
     require_float,
     require_result,
     tensor,
+    verify_rng_offset,
 )
 
 F = OpFlag

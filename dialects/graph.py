@@ -29,7 +29,7 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.dialects.utils.enum_attribute import EnumAttribute
-from xdsl.ir import Attribute, Dialect, SpacedOpaqueSyntaxAttribute, SSAValue
+from xdsl.ir import Dialect, SpacedOpaqueSyntaxAttribute, SSAValue
 from xdsl.irdl import (
     VarConstraint,
     base,
@@ -54,16 +54,20 @@ from aicfc.dialects.canonicalization import GraphCanonicalization
 from aicfc.dialects.flags import OUT0_IN0, OpFlag, OpInfo
 from aicfc.dialects.params import ParamValue
 from aicfc.dialects.tensors import (
+    axis_in_range,
     broadcast_shape,
     fmt_shape,
     is_float,
     is_int,
+    matmul_shape,
     numel,
     ranked,
+    reduce_shape,
     require_float,
     require_result,
     require_same_dtype,
     tensor,
+    verify_rng_offset,
 )
 
 F = OpFlag
@@ -182,30 +186,6 @@ class ConstantOp(GraphOp):
         printer.print_op_attributes(self.attributes)
         printer.print_string(" ")
         printer.print_attribute(self.value)
-
-
-def matmul_shape(
-    op_name: str,
-    a: TensorType[Attribute],
-    b: TensorType[Attribute],
-    transpose_a: bool,
-    transpose_b: bool,
-) -> tuple[int, int, int]:
-    """(M, N, K) of op(A) @ op(B), or a VerifyException naming the dimensions."""
-    sa, sb = a.get_shape(), b.get_shape()
-    if len(sa) != 2 or len(sb) != 2:
-        raise VerifyException(
-            f"{op_name}: operands must be rank 2, got lhs {fmt_shape(sa)} and rhs {fmt_shape(sb)}"
-        )
-    m, ka = (sa[1], sa[0]) if transpose_a else (sa[0], sa[1])
-    kb, n = (sb[1], sb[0]) if transpose_b else (sb[0], sb[1])
-    if ka != kb:
-        raise VerifyException(
-            f"{op_name}: contraction dimensions differ: lhs {fmt_shape(sa)}"
-            f"{' (transposed)' if transpose_a else ''} has K={ka}, rhs {fmt_shape(sb)}"
-            f"{' (transposed)' if transpose_b else ''} has K={kb}"
-        )
-    return m, n, ka
 
 
 @irdl_op_definition
@@ -538,12 +518,6 @@ class DropoutOp(GraphOp):
             raise VerifyException(f"{self.name}: p must be in [0, 1), got {p}")
 
 
-def verify_rng_offset(op_name: str, offset: SSAValue) -> None:
-    t = ranked(op_name, "offset", offset)
-    if tuple(t.get_shape()) != () or t.element_type != i64:
-        raise VerifyException(f"{op_name}: offset must be a scalar tensor<i64>, got {t}")
-
-
 # ----------------------------------------------------------------------------
 # Layout
 # ----------------------------------------------------------------------------
@@ -661,12 +635,6 @@ class BroadcastToOp(GraphOp):
 # ----------------------------------------------------------------------------
 
 
-def _axis_in_range(op_name: str, axis: int, rank: int) -> int:
-    if not -rank <= axis < rank:
-        raise VerifyException(f"{op_name}: axis {axis} is out of range for rank {rank}")
-    return axis % rank
-
-
 @irdl_op_definition
 class SoftmaxOp(GraphOp):
     """y = exp(x - max) / sum(exp(x - max)) along `axis`.
@@ -693,19 +661,7 @@ class SoftmaxOp(GraphOp):
     def verify_(self) -> None:
         x = ranked(self.name, "input", self.input)
         require_float(self.name, "input", x)
-        _axis_in_range(self.name, self.axis.value.data, len(x.get_shape()))
-
-
-def reduce_shape(
-    op_name: str, shape: Sequence[int], axes: Sequence[int], keepdims: bool
-) -> list[int]:
-    rank = len(shape)
-    norm = [_axis_in_range(op_name, a, rank) for a in axes]
-    if len(set(norm)) != len(norm):
-        raise VerifyException(f"{op_name}: axes {list(axes)} repeat a dimension")
-    if keepdims:
-        return [1 if i in norm else d for i, d in enumerate(shape)]
-    return [d for i, d in enumerate(shape) if i not in norm]
+        axis_in_range(self.name, self.axis.value.data, len(x.get_shape()))
 
 
 @irdl_op_definition

@@ -16,6 +16,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     TensorType,
     f32,
+    i64,
 )
 from xdsl.ir import Attribute, SSAValue
 from xdsl.utils.exceptions import VerifyException
@@ -118,3 +119,54 @@ def broadcast_shape(op_name: str, src: Sequence[int], dst: Sequence[int]) -> Non
                 f"{op_name}: cannot broadcast {fmt_shape(src)} to {fmt_shape(dst)}: "
                 f"dim {i} is {d}, target dim {offset + i} is {dst[offset + i]}"
             )
+
+
+# --- shape inference shared by the verifiers and the ops' builders ---------
+
+
+def matmul_shape(
+    op_name: str,
+    a: TensorType[Attribute],
+    b: TensorType[Attribute],
+    transpose_a: bool,
+    transpose_b: bool,
+) -> tuple[int, int, int]:
+    """(M, N, K) of op(A) @ op(B), or a VerifyException naming the dimensions."""
+    sa, sb = a.get_shape(), b.get_shape()
+    if len(sa) != 2 or len(sb) != 2:
+        raise VerifyException(
+            f"{op_name}: operands must be rank 2, got lhs {fmt_shape(sa)} and rhs {fmt_shape(sb)}"
+        )
+    m, ka = (sa[1], sa[0]) if transpose_a else (sa[0], sa[1])
+    kb, n = (sb[1], sb[0]) if transpose_b else (sb[0], sb[1])
+    if ka != kb:
+        raise VerifyException(
+            f"{op_name}: contraction dimensions differ: lhs {fmt_shape(sa)}"
+            f"{' (transposed)' if transpose_a else ''} has K={ka}, rhs {fmt_shape(sb)}"
+            f"{' (transposed)' if transpose_b else ''} has K={kb}"
+        )
+    return m, n, ka
+
+
+def axis_in_range(op_name: str, axis: int, rank: int) -> int:
+    if not -rank <= axis < rank:
+        raise VerifyException(f"{op_name}: axis {axis} is out of range for rank {rank}")
+    return axis % rank
+
+
+def reduce_shape(
+    op_name: str, shape: Sequence[int], axes: Sequence[int], keepdims: bool
+) -> list[int]:
+    rank = len(shape)
+    norm = [axis_in_range(op_name, a, rank) for a in axes]
+    if len(set(norm)) != len(norm):
+        raise VerifyException(f"{op_name}: axes {list(axes)} repeat a dimension")
+    if keepdims:
+        return [1 if i in norm else d for i, d in enumerate(shape)]
+    return [d for i, d in enumerate(shape) if i not in norm]
+
+
+def verify_rng_offset(op_name: str, offset: SSAValue) -> None:
+    t = ranked(op_name, "offset", offset)
+    if tuple(t.get_shape()) != () or t.element_type != i64:
+        raise VerifyException(f"{op_name}: offset must be a scalar tensor<i64>, got {t}")

@@ -15,12 +15,16 @@ func.func @f(%x: tensor<4x10xf32> {aicfc.role = "input", aicfc.name = "x"},
              %w: tensor<20x10xf32> {aicfc.role = "param", aicfc.name = "fc.weight"},
              %b: tensor<20xf32> {aicfc.role = "param", aicfc.name = "fc.bias"})
     -> tensor<4x20xf32> {
-  %mm = graph.matmul %x, %w transpose_b : (tensor<4x10xf32>, tensor<20x10xf32>) -> tensor<4x20xf32>
+  %mm = graph.matmul %x, %w transpose_b
+      : (tensor<4x10xf32>, tensor<20x10xf32>) -> tensor<4x20xf32>
   %z = graph.bias_add %mm, %b : (tensor<4x20xf32>, tensor<20xf32>) -> tensor<4x20xf32>
   %y = graph.relu %z : tensor<4x20xf32>
-  %e0 = graph.gemm_epilogue %x, %w transpose_b : (tensor<4x10xf32>, tensor<20x10xf32>) -> tensor<4x20xf32>
-  %e1 = graph.gemm_epilogue %x, %w bias %b transpose_b : (tensor<4x10xf32>, tensor<20x10xf32>, tensor<20xf32>) -> tensor<4x20xf32>
-  %e2 = graph.gemm_epilogue %x, %w bias %b act relu transpose_b : (tensor<4x10xf32>, tensor<20x10xf32>, tensor<20xf32>) -> tensor<4x20xf32>
+  %e0 = graph.gemm_epilogue %x, %w transpose_b
+      : (tensor<4x10xf32>, tensor<20x10xf32>) -> tensor<4x20xf32>
+  %e1 = graph.gemm_epilogue %x, %w bias %b transpose_b
+      : (tensor<4x10xf32>, tensor<20x10xf32>, tensor<20xf32>) -> tensor<4x20xf32>
+  %e2 = graph.gemm_epilogue %x, %w bias %b act relu transpose_b
+      : (tensor<4x10xf32>, tensor<20x10xf32>, tensor<20xf32>) -> tensor<4x20xf32>
   %t = graph.tanh %y : tensor<4x20xf32>
   %r = graph.reshape %t : tensor<4x20xf32> -> tensor<80xf32>
   func.return %y : tensor<4x20xf32>
