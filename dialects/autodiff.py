@@ -16,6 +16,7 @@ seed 001 §5). Optimizer updates are SSA functions
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
@@ -56,6 +57,7 @@ from aicfc.dialects.tensors import (
     numel,
     ranked,
     require_float,
+    require_nonempty,
     require_result,
     tensor,
     verify_rng_offset,
@@ -273,6 +275,7 @@ class CrossEntropyGradOp(AicfcOp):
             raise VerifyException(
                 f"{self.name}: expected logits [N, C] and i32/i64 labels [N], got {x} and {y}"
             )
+        require_nonempty(self.name, "logits", x)
         if tuple(y.get_shape()) != (x.get_shape()[0],):
             raise VerifyException(
                 f"{self.name}: labels must have shape [{x.get_shape()[0]}], got "
@@ -312,6 +315,7 @@ class MseLossGradOp(AicfcOp):
         require_float(self.name, "pred", p)
         if p != t:
             raise VerifyException(f"{self.name}: pred {p} and target {t} must have one type")
+        require_nonempty(self.name, "pred", p)
         if g != tensor((), p.element_type):
             raise VerifyException(f"{self.name}: grad must be tensor<{p.element_type}>, got {g}")
         require_result(self.name, self.result.type, p)
@@ -412,6 +416,18 @@ class EpilogueGradOp(AicfcOp):
 # ----------------------------------------------------------------------------
 
 
+def _check_hyperparameters(
+    op: AicfcOp, finite: tuple[str, ...], non_negative: tuple[str, ...]
+) -> None:
+    """Optimizer hyperparameters: finite, and >= 0 where torch.optim requires it."""
+    for what in finite:
+        v = getattr(op, what).value.data
+        if not math.isfinite(v):
+            raise VerifyException(f"{op.name}: {what} must be finite, got {v}")
+        if what in non_negative and v < 0.0:
+            raise VerifyException(f"{op.name}: {what} must be non-negative, got {v}")
+
+
 def _scalar_step(op_name: str, step: SSAValue) -> None:
     t = ranked(op_name, "step", step)
     if t != tensor((), f32):
@@ -508,6 +524,7 @@ class AdamStepOp(AicfcOp):
                 f"{self.name}: lr and eps must be non-negative, got lr = {self.lr.value.data}, "
                 f"eps = {self.eps.value.data}"
             )
+        _check_hyperparameters(self, ("lr", "eps", "weight_decay"), ("weight_decay",))
 
 
 @irdl_op_definition
@@ -578,6 +595,8 @@ class SgdStepOp(AicfcOp):
 
     def verify_(self) -> None:
         require_float(self.name, "param", ranked(self.name, "param", self.param))
+        names = ("lr", "momentum", "weight_decay")  # torch.optim.SGD refuses negative ones
+        _check_hyperparameters(self, names, names)
         has_buf = self.momentum_buffer is not None
         if (self.momentum.value.data != 0.0) != has_buf:
             raise VerifyException(

@@ -29,6 +29,7 @@ load). Externals (input/param/state) have unique stable names.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from xdsl.dialects.builtin import (
     I64,
@@ -68,7 +69,7 @@ from xdsl.irdl import (
 )
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
-from xdsl.traits import IsolatedFromAbove, NoTerminator, SymbolOpInterface
+from xdsl.traits import IsolatedFromAbove, NoTerminator, OpTrait, SymbolOpInterface
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
@@ -174,6 +175,23 @@ def single_block(region: Region) -> Block:
     return region.block
 
 
+@dataclass(frozen=True)
+class InsideProgram(OpTrait):
+    """The op belongs to an `exec.program` (buffers, launches and outputs mean nothing
+    elsewhere); where inside it may sit is checked by exec.program and exec.graph."""
+
+    def verify(self, op: Operation) -> None:
+        parent = op.parent_op()
+        if parent is None:  # detached, e.g. while a pass builds it
+            return
+        while parent is not None and not isinstance(parent, ProgramOp):
+            parent = parent.parent_op()
+        if parent is None:
+            raise VerifyException(
+                f"{op.name}: must be inside an exec.program, got {op.parent_op().name}"  # type: ignore[union-attr]
+            )
+
+
 # ----------------------------------------------------------------------------
 # Ops
 # ----------------------------------------------------------------------------
@@ -241,6 +259,8 @@ class ProgramOp(IRDLOperation):
                     "exec.alloc, exec.constant, exec.graph, exec.output)"
                 )
         size = self.arena_size.value.data if self.arena_size is not None else None
+        if size is not None and size < 0:
+            raise VerifyException(f"{where}: arena size must be non-negative, got {size}")
         for op in self.block.ops:
             if isinstance(op, AllocOp) and op.offset is not None:
                 if size is None:
@@ -251,6 +271,7 @@ class ProgramOp(IRDLOperation):
                         f"{where}: exec.alloc at offset {op.offset.value.data} ends at byte {end}, "
                         f"past the arena of {size} bytes"
                     )
+        verify_disjoint_live_ranges(self, where)
 
 
 @irdl_op_definition
@@ -265,6 +286,7 @@ class BufferOp(IRDLOperation):
     name = "exec.buffer"
     buffer_name = prop_def(StringAttr)
     result = result_def(BufferType)
+    traits = traits_def(InsideProgram())
     assembly_format = "$buffer_name attr-dict `:` type($result)"
 
     def __init__(self, name: str, type: BufferType):
@@ -292,6 +314,7 @@ class AllocOp(IRDLOperation):
     name = "exec.alloc"
     offset = opt_prop_def(IntegerAttr[I64])
     result = result_def(BufferType)
+    traits = traits_def(InsideProgram())
     assembly_format = "(`offset` $offset^)? attr-dict `:` type($result)"
 
     def __init__(self, type: BufferType, offset: int | None = None):
@@ -317,6 +340,7 @@ class ConstantOp(IRDLOperation):
     name = "exec.constant"
     value = prop_def(DenseIntOrFPElementsAttr)
     result = result_def(BufferType)
+    traits = traits_def(InsideProgram())
     assembly_format = "$value attr-dict `->` type($result)"
 
     def __init__(self, value: DenseIntOrFPElementsAttr):
@@ -344,7 +368,7 @@ class GraphOp(IRDLOperation):
 
     name = "exec.graph"
     body = region_def()
-    traits = traits_def(NoTerminator())
+    traits = traits_def(NoTerminator(), InsideProgram())
     assembly_format = "attr-dict-with-keyword $body"
 
     def __init__(self, body: Region | None = None):
@@ -395,6 +419,7 @@ class LaunchOp(IRDLOperation):
     params = opt_prop_def(DictionaryAttr)
     alias = opt_prop_def(StringAttr)
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    traits = traits_def(InsideProgram())
     assembly_format = (
         "$kernel `(` $inputs `)` `outs` `(` $outputs `)` (`params` $params^)? "
         "(`alias` $alias^)? attr-dict `:` `(` type($inputs) `)` `->` `(` type($outputs) `)`"
@@ -452,6 +477,7 @@ class CopyOp(IRDLOperation):
     name = "exec.copy"
     source = operand_def(BufferType)
     dest = operand_def(BufferType)
+    traits = traits_def(InsideProgram())
     assembly_format = "$source `->` $dest attr-dict `:` type($source) `->` type($dest)"
 
     def __init__(self, source: SSAValue, dest: SSAValue):
@@ -476,6 +502,7 @@ class OutputOp(IRDLOperation):
     name = "exec.output"
     buffer_name = prop_def(StringAttr)
     value = operand_def(BufferType)
+    traits = traits_def(InsideProgram())
     assembly_format = "$buffer_name $value attr-dict `:` type($value)"
 
     def __init__(self, name: str, value: SSAValue):
@@ -485,6 +512,58 @@ class OutputOp(IRDLOperation):
 def launches(program: ProgramOp) -> list[Operation]:
     """The ops of the capture region in execution order."""
     return list(program.graph().block.ops)
+
+
+def tmp_lifetimes(program: ProgramOp) -> dict[AllocOp, tuple[int, int]]:
+    """[first, last] position in the capture region of every use of each tmp alloc.
+
+    Launches and copies run (and are replayed) in a fixed order, so a lifetime is
+    the closed interval from the first use to the last; an `exec.output` counts as
+    position len(launches) (the buffer lives to the end of the step). An alloc that
+    nothing uses gets (-1, -1): it is live nowhere. aicfc-plan-memory plans by this
+    rule and exec.program's verifier checks planned offsets against it.
+    """
+    ops = launches(program)
+    pos = {id(op): k for k, op in enumerate(ops)}
+    end = len(ops)
+    spans: dict[AllocOp, tuple[int, int]] = {}
+    for op in program.block.ops:
+        if isinstance(op, AllocOp):
+            at = [pos.get(id(u.operation), end) for u in op.result.uses]
+            spans[op] = (min(at), max(at)) if at else (-1, -1)
+    return spans
+
+
+def verify_disjoint_live_ranges(program: ProgramOp, where: str) -> None:
+    """Planned tmp buffers share bytes only when their lifetimes are disjoint.
+
+    That is the rule aicfc-plan-memory plans by; a hand-written or corrupted plan
+    that breaks it would let one buffer silently overwrite another. Swept by
+    offset, so only byte-overlapping pairs are compared.
+    """
+    spans = tmp_lifetimes(program)
+    planned = sorted(
+        (op.offset.value.data, op.offset.value.data + buffer_type(op.result).nbytes(), k, op)
+        for k, op in enumerate(program.block.ops)
+        if isinstance(op, AllocOp) and op.offset is not None and spans[op][0] >= 0
+    )
+    for i, (start, end, _, a) in enumerate(planned):
+        for start_b, end_b, _, b in planned[i + 1 :]:
+            if start_b >= end:
+                break
+            (fa, la), (fb, lb) = spans[a], spans[b]
+            if start_b < end_b and start < end and fa <= lb and fb <= la:
+                raise VerifyException(
+                    f"{where}: exec.alloc {_alloc_label(a)} (bytes {start}..{end}) and "
+                    f"{_alloc_label(b)} (bytes {start_b}..{end_b}) share bytes but are both "
+                    f"live at exec.graph position {max(fa, fb)}; planned buffers may overlap "
+                    "only when their lifetimes are disjoint"
+                )
+
+
+def _alloc_label(op: AllocOp) -> str:
+    hint = op.result.name_hint
+    return f"%{hint}" if hint else f"of {op.result.type}"
 
 
 Exec = Dialect(

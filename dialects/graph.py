@@ -64,6 +64,8 @@ from aicfc.dialects.tensors import (
     ranked,
     reduce_shape,
     require_float,
+    require_nonempty,
+    require_number,
     require_result,
     require_same_dtype,
     tensor,
@@ -550,6 +552,7 @@ class ReshapeOp(GraphOp):
     def verify_(self) -> None:
         x = ranked(self.name, "input", self.input)
         y = ranked(self.name, "result", self.result)
+        require_number(self.name, "input", x)
         require_same_dtype(self.name, [("input", x), ("result", y)])
         if numel(x.get_shape()) != numel(y.get_shape()):
             raise VerifyException(
@@ -591,6 +594,7 @@ class TransposeOp(GraphOp):
 
     def verify_(self) -> None:
         x = ranked(self.name, "input", self.input)
+        require_number(self.name, "input", x)
         s = x.get_shape()
         perm = self.permutation
         if sorted(perm) != list(range(len(s))):
@@ -626,6 +630,7 @@ class BroadcastToOp(GraphOp):
     def verify_(self) -> None:
         x = ranked(self.name, "input", self.input)
         y = ranked(self.name, "result", self.result)
+        require_number(self.name, "input", x)
         require_same_dtype(self.name, [("input", x), ("result", y)])
         broadcast_shape(self.name, x.get_shape(), y.get_shape())
 
@@ -702,6 +707,7 @@ class ReduceSumOp(GraphOp):
 
     def verify_(self) -> None:
         x = ranked(self.name, "input", self.input)
+        require_number(self.name, "input", x)
         shape = reduce_shape(self.name, x.get_shape(), self.axes_list, bool(self.keepdims))
         require_result(self.name, self.result.type, tensor(shape, x.element_type))
 
@@ -749,6 +755,7 @@ class CrossEntropyOp(GraphOp):
             raise VerifyException(
                 f"{self.name}: logits must be rank 2 [N, C], got {fmt_shape(x.get_shape())}"
             )
+        require_nonempty(self.name, "logits", x)
         if not is_int(y.element_type):
             raise VerifyException(f"{self.name}: labels must be i32 or i64, got {y.element_type}")
         if tuple(y.get_shape()) != (x.get_shape()[0],):
@@ -786,6 +793,7 @@ class MseLossOp(GraphOp):
     def verify_(self) -> None:
         x = ranked(self.name, "pred", self.pred)
         require_float(self.name, "pred", x)
+        require_nonempty(self.name, "pred", x)
         require_result(self.name, self.result.type, tensor((), x.element_type))
 
     def flops(self) -> int:

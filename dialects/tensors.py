@@ -89,6 +89,23 @@ def require_float(op_name: str, what: str, t: TensorType[Attribute]) -> None:
         )
 
 
+def require_number(op_name: str, what: str, t: TensorType[Attribute]) -> None:
+    """A float or i32/i64 element type (the dtypes every kernel backend holds)."""
+    if not (is_float(t.element_type) or is_int(t.element_type)):
+        raise VerifyException(
+            f"{op_name}: {what} must have a float or i32/i64 element type, got {t.element_type}"
+        )
+
+
+def require_nonempty(op_name: str, what: str, t: TensorType[Attribute]) -> None:
+    """At least one element: a mean over no elements is undefined (0/0)."""
+    if numel(t.get_shape()) == 0:
+        raise VerifyException(
+            f"{op_name}: {what} must have at least one element (a mean over none is "
+            f"undefined), got {fmt_shape(t.get_shape())}"
+        )
+
+
 def require_same_dtype(op_name: str, pairs: Sequence[tuple[str, TensorType[Attribute]]]) -> None:
     first_name, first = pairs[0]
     for name, t in pairs[1:]:

@@ -15,6 +15,8 @@ is folded only when all of these hold (the first failing one is the remark):
 - o is a tmp `exec.alloc` written only by this launch and used only after it;
 - i and o have the same shape and dtype;
 - i is not a const buffer and not an external input (inputs are read-only);
+- i is not a tmp already placed by aicfc-plan-memory (folding extends i's
+  lifetime to o's, which its offset was not planned for);
 - i appears exactly once among the launch's operands (the same buffer fed
   twice, e.g. grad and param being one value, could alias mid-kernel);
 - no later op reads or writes i and no exec.output reads it, except the
@@ -100,6 +102,11 @@ def fold_refusal(launch: ex.LaunchOp, o: SSAValue, i: SSAValue, pos: dict[int, i
         return f"{inp} is a const buffer"
     if role == ex.BufferRole.INPUT:
         return f"{inp} is an external input (read-only; externals keep their identity)"
+    if isinstance(i.owner, ex.AllocOp) and i.owner.offset is not None:
+        return (
+            f"{inp} already has an arena offset, planned for its own lifetime, which the "
+            "fold would extend (run aicfc-fold-inplace before aicfc-plan-memory)"
+        )
     count = sum(1 for v in launch.operands if v is i)
     if count != 1:
         return f"{inp} is passed to the launch {count} times"

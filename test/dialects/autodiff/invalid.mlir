@@ -153,3 +153,27 @@ func.func @sgd_step_buffer_not_returned(%p: tensor<4xf32>, %g: tensor<4xf32>, %b
   %p1 = autodiff.sgd_step %p, %g, %buf lr 0.1 momentum 0.9 : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   func.return
 }
+
+// -----
+
+func.func @adam_step_nan_lr(%p: tensor<4xf32>, %s: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: lr must be finite, got nan
+  %p1, %m1, %v1, %s1 = "autodiff.adam_step"(%p, %p, %p, %p, %s) <{lr = 0x7FF8000000000000 : f64}> : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>)
+  func.return
+}
+
+// -----
+
+func.func @sgd_step_negative_momentum(%p: tensor<4xf32>, %g: tensor<4xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.sgd_step: momentum must be non-negative, got -0.9
+  %p1, %b1 = autodiff.sgd_step %p, %g, %g lr 0.1 momentum -0.9 : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  func.return
+}
+
+// -----
+
+func.func @mse_loss_grad_empty(%p: tensor<0x3xf32>, %d: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.mse_loss_grad: pred must have at least one element (a mean over none is undefined), got [0, 3]
+  %g = autodiff.mse_loss_grad %p, %p, %d : (tensor<0x3xf32>, tensor<0x3xf32>, tensor<f32>) -> tensor<0x3xf32>
+  func.return
+}

@@ -165,3 +165,33 @@ exec.program @copy_shape {
   }
 }
 
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:1: error: exec.program @negative_arena: arena size must be non-negative, got -16
+exec.program @negative_arena arena -16 {
+  exec.graph {
+  }
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:1: error: exec.program @live_overlap: exec.alloc %a (bytes 0..16) and %b (bytes 8..24) share bytes but are both live at exec.graph position 1; planned buffers may overlap only when their lifetimes are disjoint
+exec.program @live_overlap arena 32 {
+  %x = exec.buffer "x" : !exec.buffer<4xf32, input>
+  %a = exec.alloc offset 0 : !exec.buffer<4xf32, tmp>
+  %b = exec.alloc offset 8 : !exec.buffer<4xf32, tmp>
+  exec.graph {
+    exec.launch "numpy.relu"(%x) outs(%a) : (!exec.buffer<4xf32, input>) -> (!exec.buffer<4xf32, tmp>)
+    exec.launch "numpy.tanh"(%a) outs(%b) : (!exec.buffer<4xf32, tmp>) -> (!exec.buffer<4xf32, tmp>)
+  }
+  exec.output "b" %b : !exec.buffer<4xf32, tmp>
+}
+
+// -----
+
+func.func @buffer_outside_program() {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: exec.buffer: must be inside an exec.program, got func.func
+  %x = exec.buffer "x" : !exec.buffer<4xf32, input>
+  func.return
+}

@@ -178,3 +178,19 @@ func.func @cross_entropy_label_shape(%x: tensor<8x10xf32>, %y: tensor<10xi32>) {
   %l = graph.cross_entropy %x, %y : (tensor<8x10xf32>, tensor<10xi32>) -> tensor<f32>
   func.return
 }
+
+// -----
+
+func.func @reduce_sum_bool(%x: tensor<4xi1>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.reduce_sum: input must have a float or i32/i64 element type, got i1
+  %s = graph.reduce_sum %x axes = [0] : tensor<4xi1> -> tensor<i1>
+  func.return
+}
+
+// -----
+
+func.func @cross_entropy_empty_batch(%x: tensor<0x10xf32>, %y: tensor<0xi32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.cross_entropy: logits must have at least one element (a mean over none is undefined), got [0, 10]
+  %l = graph.cross_entropy %x, %y : (tensor<0x10xf32>, tensor<0xi32>) -> tensor<f32>
+  func.return
+}
