@@ -10,6 +10,7 @@ traceback.
 from __future__ import annotations
 
 import io
+import re
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
@@ -19,7 +20,7 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 
 from aicfc.context import make_context
-from aicfc.dialects.diagnostics import format_diagnostic
+from aicfc.dialects.diagnostics import format_diagnostic, location_of
 
 
 class IRError(DiagnosticException):
@@ -78,8 +79,24 @@ def verify_located(module: Operation, name: str = "") -> None:
             first = " ".join(lines) if lines else type(e).__name__
             if not first.startswith(op.name):
                 first = f"'{op.name}' {first}"
-            raise IRError(format_diagnostic(op, "error", first, name)) from None
+            raise IRError(format_diagnostic(_culprit(op, first), "error", first, name)) from None
     module.verify()
+
+
+def _culprit(op: Operation, message: str) -> Operation:
+    """The op to point at: for a symbol table's "Redefinition of symbol" (raised by
+    the module, which has no source position) the second definition, else `op`."""
+    found = re.search(r'Redefinition of symbol "([^"]*)"', message)
+    if found is None or location_of(op) is not None:
+        return op
+    children = (c for region in op.regions for block in region.blocks for c in block.ops)
+    definitions = [
+        c
+        for c in children
+        if isinstance(sym := c.properties.get("sym_name"), StringAttr)
+        and sym.data == found.group(1)
+    ]
+    return definitions[1] if len(definitions) > 1 else op
 
 
 def parse_module(

@@ -28,17 +28,23 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, TensorType
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, StringAttr, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import PassFailedException
 
 from aicfc.dialects import exec as ex
 from aicfc.dialects.autodiff import BackwardOp
 from aicfc.dialects.base import AicfcOp
 from aicfc.dialects.diagnostics import OpError, copy_location
 from aicfc.dialects.flags import OpFlag, op_info, static_flags
-from aicfc.dialects.roles import EXTERNAL_ROLES, arg_name, arg_role, result_names
+from aicfc.dialects.roles import (
+    EXTERNAL_ROLES,
+    NAME_ATTR,
+    ROLE_ATTR,
+    arg_name,
+    arg_role,
+    result_names,
+)
 from aicfc.runtime.registry import BACKENDS
 from aicfc.runtime.selector import AutotuneCache, Capability, NoKernelError, Problem, select
 
@@ -106,6 +112,12 @@ class _FuncLowering:
         by_name: dict[str, SSAValue] = {}
         mutable: dict[str, SSAValue] = {}
         for i, arg in enumerate(args):
+            attrs = self.fn.arg_attrs.data[i].data if self.fn.arg_attrs is not None else {}
+            for key in (ROLE_ATTR, NAME_ATTR):  # a non-string would silently read as absent
+                if key in attrs and not isinstance(attrs[key], StringAttr):
+                    raise OpError(
+                        self.fn, f"argument #{i} has {key} = {attrs[key]}; expected a string"
+                    )
             role = arg_role(arg) or "input"
             name = arg_name(arg) or f"arg{i}"
             if role not in EXTERNAL_ROLES:
@@ -177,6 +189,16 @@ class _FuncLowering:
             if name is not None and name in externals:
                 if name in written:
                     raise OpError(ret, f'result #{j} is a second next value of "{name}"')
+                want = ex.buffer_type(externals[name])
+                have = ex.buffer_type(src)
+                if not have.same_layout(want):
+                    role = want.buffer_role.value
+                    raise OpError(
+                        ret,
+                        f'result #{j} is named "{name}", the next value of that {role}, but it '
+                        f"is {value.type} where the {role} is "
+                        f"{TensorType(want.element_type, list(want.get_shape()))}",
+                    )
                 written.add(name)
                 if src is not externals[name]:
                     copies.append((src, externals[name]))
@@ -238,12 +260,15 @@ class AicfcLowerExecPass(ModulePass):
             "tensor_core": self.tensor_core and self.arch >= 70,
         }
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
+    def __post_init__(self) -> None:
+        # A bad option is a command-line mistake: refuse it before any IR is read.
         if self.backend not in BACKENDS:
-            raise PassFailedException(
+            raise ValueError(
                 f"aicfc-lower-exec: backend must be one of {', '.join(BACKENDS)}, "
                 f'got "{self.backend}"'
             )
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
         autotune = AutotuneCache(self.autotune_cache) if self.autotune_cache else None
         for fn in [o for o in op.body.block.ops if isinstance(o, func.FuncOp)]:
             program = _FuncLowering(

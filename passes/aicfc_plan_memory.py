@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import PassFailedException
 
 from aicfc.dialects import exec as ex
 
@@ -39,17 +38,11 @@ def _align_up(n: int, alignment: int) -> int:
 def lifetimes(program: ex.ProgramOp) -> dict[ex.AllocOp, tuple[int, int]]:
     """[first, last] launch position of each tmp alloc (outputs count as position len(ops)).
 
-    An alloc that nothing uses gets (-1, -1): it overlaps no other lifetime.
+    An alloc that nothing uses gets (-1, -1): it overlaps no other lifetime. The
+    rule lives in the exec dialect (`tmp_lifetimes`), whose verifier checks every
+    planned program against it.
     """
-    ops = ex.launches(program)
-    pos = {id(op): k for k, op in enumerate(ops)}
-    end = len(ops)
-    spans: dict[ex.AllocOp, tuple[int, int]] = {}
-    for op in program.block.ops:
-        if isinstance(op, ex.AllocOp):
-            at = [pos.get(id(u.operation), end) for u in op.result.uses]
-            spans[op] = (min(at), max(at)) if at else (-1, -1)
-    return spans
+    return ex.tmp_lifetimes(program)
 
 
 def plan(sizes: list[int], spans: list[tuple[int, int]], alignment: int) -> tuple[list[int], int]:
@@ -94,12 +87,15 @@ class AicfcPlanMemoryPass(ModulePass):
     enable: bool = True
     alignment: int = 256
 
+    def __post_init__(self) -> None:
+        # A bad option is a command-line mistake: refuse it before any IR is read.
+        if self.alignment <= 0 or self.alignment & (self.alignment - 1):
+            raise ValueError(
+                f"aicfc-plan-memory: alignment must be a power of two, got {self.alignment}"
+            )
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if not self.enable:
             return
-        if self.alignment <= 0 or self.alignment & (self.alignment - 1):
-            raise PassFailedException(
-                f"aicfc-plan-memory: alignment must be a power of two, got {self.alignment}"
-            )
         for program in [o for o in op.walk() if isinstance(o, ex.ProgramOp)]:
             plan_program(program, self.alignment)

@@ -17,12 +17,14 @@ from collections.abc import Sequence
 from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import (
     ArgSpecParseError,
     DiagnosticException,
     ParseError,
     PassFailedException,
+    VerifyException,
 )
 from xdsl.xdsl_opt_main import xDSLOptMain
 
@@ -85,6 +87,19 @@ class AicfcOptMain(xDSLOptMain):
             super().setup_pipeline()
         except (ValueError, TypeError) as e:
             raise UsageError(f"bad pass options in '{self.args.passes}': {e}") from None
+        # xDSL verifies the module between passes without locations; a pass that
+        # leaves invalid IR is then reported at the first failing op, like a parse.
+        verify_between = self.pipeline.callback
+
+        def located(previous: ModulePass | None, module: ModuleOp, nxt: ModulePass | None) -> None:
+            try:
+                if verify_between is not None:
+                    verify_between(previous, module, nxt)
+            except (VerifyException, DiagnosticException):
+                verify_located(module, self.get_input_name())
+                raise
+
+        self.pipeline = PassPipeline(self.pipeline.passes, located)
 
     def apply_passes(self, prog: ModuleOp) -> None:
         self.pipeline.apply(self.ctx, prog)
