@@ -299,8 +299,14 @@ class BufferStore:
 
         Every entry is checked before any is written. strict=True (PyTorch's
         default): a name the store lacks or a store buffer `state` lacks is an
-        error; strict=False skips both. Raises StoreError naming the buffer.
+        error; strict=False skips both. Raises StoreError naming the buffer, and
+        TypeError when `state` is not a mapping of names to arrays.
         """
+        if not isinstance(state, Mapping):
+            raise TypeError(
+                "load_state_dict: expected a mapping of buffer names to arrays (such as "
+                f"state_dict() returns), got {type(state).__name__}"
+            )
         unknown = [n for n in state if n not in self._specs]
         missing = [n for n in self._specs if n not in state]
         if strict and (unknown or missing):

@@ -122,12 +122,15 @@ class NumpyExecutable(Executable):
                     f"for {len(outs)} output buffers"
                 )
             for k, (out, res) in enumerate(zip(outs, results, strict=False)):
-                if np.shape(res) != out.shape:
+                # A result never changes dtype on its way into its buffer: a mismatch
+                # (hand-written exec IR) would cast silently or fail inside NumPy.
+                if np.shape(res) != out.shape or np.result_type(res) != out.dtype:
                     raise ExecError(
-                        f'{where}: kernel "{step.kernel}" result #{k} has shape '
-                        f"{list(np.shape(res))}, its buffer {list(out.shape)}"
+                        f'{where}: kernel "{step.kernel}" result #{k} is '
+                        f"{np.result_type(res)}{list(np.shape(res))}, its buffer is "
+                        f"{out.dtype}{list(out.shape)}"
                     )
-                np.copyto(out, res, casting="same_kind")
+                np.copyto(out, res)
 
         return launch
 

@@ -182,9 +182,19 @@ def log_softmax(x: Array) -> Array:
     return shifted - np.log(np.sum(np.exp(shifted), axis=1, keepdims=True))
 
 
+def _check_labels(labels: Array, classes: int) -> None:
+    """Class labels must lie in [0, C): a negative one would silently index from the end."""
+    if labels.size and (int(labels.min()) < 0 or int(labels.max()) >= classes):
+        raise ValueError(
+            f"labels must be in [0, {classes}) for {classes} classes, got values from "
+            f"{int(labels.min())} to {int(labels.max())}"
+        )
+
+
 def cross_entropy(logits: Array, labels: Array) -> tuple[Array]:
     """mean_n(logsumexp(x_n) - x_n[y_n]), never log(softmax) (which underflows to -inf)."""
     n = logits.shape[0]
+    _check_labels(labels, logits.shape[1])
     lsm = log_softmax(logits)
     return (np.asarray(-np.mean(lsm[np.arange(n), labels]), dtype=logits.dtype),)
 
@@ -217,6 +227,7 @@ def softmax_grad(dy: Array, y: Array, *, axis: int) -> tuple[Array]:
 
 def cross_entropy_grad(logits: Array, labels: Array, dloss: Array) -> tuple[Array]:
     n = logits.shape[0]
+    _check_labels(labels, logits.shape[1])
     g = np.exp(log_softmax(logits))
     g[np.arange(n), labels] -= 1
     return ((g * (dloss / n)).astype(logits.dtype),)

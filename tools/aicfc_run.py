@@ -200,7 +200,10 @@ def run(args: argparse.Namespace) -> int:
     for name, a in outputs.items():
         print(_describe(name, a))
     if args.output:
-        np.savez(args.output, **results)  # type: ignore[arg-type]  # names are not savez options
+        try:
+            np.savez(args.output, **results)  # type: ignore[arg-type]  # names are not savez options
+        except OSError as e:
+            raise RunError(f"cannot write '{args.output}': {e.strerror or e}") from None
         print(f"wrote {len(results)} arrays to {args.output}")
     return 0
 

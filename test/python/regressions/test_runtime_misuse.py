@@ -1,0 +1,95 @@
+"""Regressions: runtime misuse that crashed with a raw NumPy error or gave a silent wrong result.
+
+Each case was found by feeding the NumPy runtime, aicfc.run and aicfc-run what a
+user may write by hand (exec IR, npz files, state dicts) and now gets an error
+that names the kernel, input or file at fault.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import aicfc
+from aicfc.ir import parse_module
+from aicfc.runtime.backend import ExecError, get_backend
+from aicfc.runtime.reference import cross_entropy, cross_entropy_grad
+from aicfc.tools.aicfc_run import main as aicfc_run
+
+RELU_INTO = """
+exec.program @p {{
+  %x = exec.buffer "x" : !exec.buffer<4x{src}, input>
+  %o = exec.alloc : !exec.buffer<4x{dst}, tmp>
+  exec.graph {{
+    exec.launch "numpy.relu"(%x) outs(%o)
+      : (!exec.buffer<4x{src}, input>) -> (!exec.buffer<4x{dst}, tmp>)
+  }}
+  exec.output "o" %o : !exec.buffer<4x{dst}, tmp>
+}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("src", "dst", "np_src"),
+    [("f32", "i32", np.float32), ("f64", "f32", np.float64)],
+    ids=["float_into_int_buffer_was_a_TypeError", "f64_into_f32_buffer_was_cast_silently"],
+)
+def test_kernel_result_of_another_dtype_than_its_buffer_is_named(src, dst, np_src):
+    backend = get_backend("numpy")
+    program = parse_module(RELU_INTO.format(src=src, dst=dst)).body.block.first_op
+    exe = backend.load(program, backend.create_store())  # type: ignore[arg-type]
+    with pytest.raises(ExecError) as e:
+        exe.run({"x": np.ones(4, np_src)})
+    want = {"i32": "int32", "f32": "float32"}[dst]
+    assert (
+        f'kernel "numpy.relu" result #0 is {np.dtype(np_src)}[4], its buffer is {want}[4]'
+        in str(e.value)
+    )
+
+
+CE_STEP = """
+func.func @ce(%x: tensor<3x4xf32> {aicfc.role = "input", aicfc.name = "x"},
+              %y: tensor<3xi32> {aicfc.role = "input", aicfc.name = "y"})
+    -> (tensor<f32> {aicfc.name = "loss"}) {
+  %l = graph.cross_entropy %x, %y : (tensor<3x4xf32>, tensor<3xi32>) -> tensor<f32>
+  func.return %l : tensor<f32>
+}
+"""
+
+
+@pytest.mark.parametrize("bad", [-1, 4])
+def test_out_of_range_labels_are_refused_not_wrapped(bad):
+    # -1 used to index the last class (a plausible, wrong loss); 4 an IndexError.
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    y = np.array([0, bad, 2], np.int32)
+    with pytest.raises(ExecError, match=r"labels must be in \[0, 4\) for 4 classes, got values"):
+        aicfc.run(CE_STEP, "ce", {"x": x, "y": y})
+    with pytest.raises(ValueError, match=r"labels must be in \[0, 4\)"):
+        cross_entropy(x, y)
+    with pytest.raises(ValueError, match=r"labels must be in \[0, 4\)"):
+        cross_entropy_grad(x, y, np.float32(1.0))
+    # in-range labels still give the mean of logsumexp(x) - x[y]
+    ok = np.array([0, 3, 2], np.int32)
+    want = np.mean(np.log(np.exp(x.astype(np.float64)).sum(1)) - x[np.arange(3), ok])
+    got = aicfc.run(CE_STEP, "ce", {"x": x, "y": ok})["loss"]
+    assert abs(float(got) - want) <= 1e-6 * abs(want)
+
+
+@pytest.mark.parametrize("state", [[1, 2, 3], None, "0.weight"])
+def test_load_state_dict_of_a_non_mapping_is_a_clear_type_error(state):
+    prog = aicfc.compile(aicfc.nn.Sequential(aicfc.nn.Linear(2, 2)), backend="numpy")
+    before = prog.state_dict()
+    with pytest.raises(TypeError, match="expected a mapping of buffer names to arrays"):
+        prog.load_state_dict(state)  # type: ignore[arg-type]
+    after = prog.state_dict()
+    assert all(np.array_equal(before[k], after[k]) for k in before)
+
+
+def test_aicfc_run_output_to_an_unwritable_path_is_an_error_not_a_crash(tmp_path, capsys):
+    step = tmp_path / "ce.mlir"
+    step.write_text(CE_STEP)
+    out = tmp_path / "no" / "such" / "dir" / "out.npz"
+    assert aicfc_run([str(step), "--output", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"aicfc-run: error: cannot write '{out}': No such file or directory" in err
+    assert "internal error" not in err and "Traceback" not in err
