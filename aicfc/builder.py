@@ -39,10 +39,11 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.rewriter import InsertPoint
+from xdsl.utils.exceptions import VerifyException
 
 from aicfc.dialects import autodiff, graph
 from aicfc.dialects.roles import make_attrs
-from aicfc.nn import EmitContext, Module, has_dropout, scalar_constant
+from aicfc.nn import EmitContext, Module, has_dropout, parameter_aliases, scalar_constant
 from aicfc.optim import Optimizer
 
 LOSSES: dict[str, Callable[[SSAValue, SSAValue], graph.GraphOp]] = {
@@ -100,7 +101,33 @@ class External:
         return tensor_type(self.shape, self.dtype)
 
 
+PARAM_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+"""Parameter dtypes the IR and both runtimes train in (one per model)."""
+
+
+def check_param_dtypes(model: Module) -> None:
+    """All parameters share one float dtype of PARAM_DTYPES; TypeError naming them if not.
+
+    A mixed or integer model would otherwise fail deep in the compiler (a VJP
+    type mismatch, an integer learning rate attribute) instead of here.
+    """
+    named = list(model.named_parameters())
+    bad = [(n, p.dtype) for n, p in named if p.dtype not in PARAM_DTYPES]
+    if bad:
+        raise TypeError(
+            "parameters must be float32 or float64, got " + ", ".join(f"{n}: {dt}" for n, dt in bad)
+        )
+    dtypes = sorted({str(p.dtype) for _, p in named})
+    if len(dtypes) > 1:
+        raise TypeError(
+            f"parameters must share one dtype, got {' and '.join(dtypes)} ("
+            + ", ".join(f"{n}: {p.dtype}" for n, p in named)
+            + ")"
+        )
+
+
 def param_externals(model: Module) -> list[External]:
+    check_param_dtypes(model)
     return [External(n, "param", p.shape, p.dtype) for n, p in model.named_parameters()]
 
 
@@ -108,8 +135,10 @@ def initial_values(model: Module, optimizer: Optimizer | None) -> dict[str, np.n
     """Every param and (if `optimizer`) state of the train step with its initial value.
 
     Ordered as the train step's arguments: each param then its states, then
-    `rng.offset` (int64 0) when the model has dropout.
+    `rng.offset` (int64 0) when the model has dropout. Raises TypeError when the
+    parameters are not all float32 or all float64 (`check_param_dtypes`).
     """
+    check_param_dtypes(model)
     values: dict[str, np.ndarray] = {}
     for name, p in model.named_parameters():
         values[name] = p.data.copy()
@@ -146,13 +175,18 @@ def _make_func(
     b = Builder(InsertPoint.at_end(block))
     results = body(b, {a.name: v for a, v in zip(args, block.args, strict=True)})
     b.insert(func.ReturnOp(*(v for _, v in results)))
-    return func.FuncOp(
+    fn = func.FuncOp(
         fn_name,
         ([a.type for a in args], [v.type for _, v in results]),
         Region(block),
         arg_attrs=ArrayAttr([make_attrs(a.role, a.name) for a in args]),
         res_attrs=ArrayAttr([make_attrs(name=n) for n, _ in results]),
     )
+    try:  # op constructors infer types but check nothing: a module's bad emit stops here
+        fn.verify()
+    except VerifyException as e:
+        raise ValueError(f"@{fn_name}: the IR built for the model does not verify: {e}") from None
+    return fn
 
 
 def build_predict(
@@ -165,7 +199,7 @@ def build_predict(
     args = [External("x", "input", tuple(x_shape), np.dtype(dtype)), *param_externals(model)]
 
     def body(b: Builder, values: dict[str, SSAValue]) -> list[tuple[str, SSAValue]]:
-        ctx = EmitContext(b, values, training=False)
+        ctx = EmitContext(b, values, training=False, aliases=parameter_aliases(model))
         return [("output", model.emit(ctx, values["x"], ""))]
 
     return _make_func(name, args, body)
@@ -193,7 +227,13 @@ def build_train_step(
     ]
 
     def body(b: Builder, values: dict[str, SSAValue]) -> list[tuple[str, SSAValue]]:
-        ctx = EmitContext(b, values, training=True, rng_offset=values.get(RNG_OFFSET))
+        ctx = EmitContext(
+            b,
+            values,
+            training=True,
+            rng_offset=values.get(RNG_OFFSET),
+            aliases=parameter_aliases(model),
+        )
         pred = model.emit(ctx, values["x"], "")
         loss_value = ctx.add(LOSSES[loss](pred, values["y"]))
         params = [n for n, _ in model.named_parameters()]

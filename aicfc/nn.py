@@ -74,6 +74,8 @@ class EmitContext:
     params:     the function argument of each parameter, by full name ("0.weight").
     training:   True for the train step (dropout active), False for predict.
     rng_offset: the `rng.offset` state argument (tensor<i64>) when training with dropout.
+    aliases:    other name -> the name a shared (tied) parameter is an argument under
+                (`parameter_aliases`), so every module that holds it reads one value.
     """
 
     builder: Builder
@@ -81,9 +83,10 @@ class EmitContext:
     training: bool
     rng_offset: SSAValue | None = None
     stochastic: list[str] = field(default_factory=list)
+    aliases: dict[str, str] = field(default_factory=dict)
 
     def param(self, name: str) -> SSAValue:
-        return self.params[name]
+        return self.params[self.aliases.get(name, name)]
 
     def add(self, op: Operation) -> SSAValue:
         """Insert `op` and return its (first) result."""
@@ -129,20 +132,36 @@ class Module:
         for name, child in self.named_children():
             yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
 
-    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
-        """(full name, parameter) pairs, in registration order ("0.weight", "0.bias", ...)."""
+    def named_parameters(
+        self, prefix: str = "", remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Parameter]]:
+        """(full name, parameter) pairs, in registration order ("0.weight", "0.bias", ...).
+
+        A parameter held by several modules (weight tying: the same Linear used
+        twice) is one parameter: it comes once, under its first name, unless
+        `remove_duplicate=False` (torch.nn.Module.named_parameters' semantics).
+        """
+        seen: set[int] = set()
+        for name, p in self._all_parameters(prefix):
+            if remove_duplicate and id(p) in seen:
+                continue
+            seen.add(id(p))
+            yield name, p
+
+    def _all_parameters(self, prefix: str) -> Iterator[tuple[str, Parameter]]:
         for name, p in self._parameters.items():
             yield (f"{prefix}.{name}" if prefix else name), p
         for name, child in self.named_children():
-            yield from child.named_parameters(f"{prefix}.{name}" if prefix else name)
+            yield from child._all_parameters(f"{prefix}.{name}" if prefix else name)
 
     def parameters(self) -> Iterator[Parameter]:
         for _, p in self.named_parameters():
             yield p
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        """Copies of the parameters by name (the keys of torch.nn.Module.state_dict())."""
-        return {name: p.data.copy() for name, p in self.named_parameters()}
+        """Copies of the parameters by name (the keys of torch.nn.Module.state_dict(): a
+        tied parameter appears under each of its names)."""
+        return {name: p.data.copy() for name, p in self.named_parameters(remove_duplicate=False)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Replace parameters by name; every name must match, with equal shape and dtype.
@@ -150,7 +169,7 @@ class Module:
         Raises KeyError listing missing/unexpected names, ValueError naming a
         parameter whose shape or dtype differs.
         """
-        own = dict(self.named_parameters())
+        own = dict(self.named_parameters(remove_duplicate=False))
         missing = sorted(set(own) - set(state))
         unexpected = sorted(set(state) - set(own))
         if missing or unexpected:
@@ -365,6 +384,18 @@ class Dropout(Module):
         return f"p={self.p}"
 
 
+def parameter_aliases(model: Module) -> dict[str, str]:
+    """Each extra name of a tied parameter -> its first name (the one that names it in
+    the IR, the optimizer state and the Program's state dict)."""
+    first: dict[int, str] = {}
+    aliases: dict[str, str] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        canonical = first.setdefault(id(p), name)
+        if canonical != name:
+            aliases[name] = canonical
+    return aliases
+
+
 def has_dropout(model: Module) -> bool:
     """True if any submodule draws random numbers in the train step."""
     return any(getattr(m, "is_stochastic", lambda: False)() for _, m in model.named_modules())
@@ -389,4 +420,5 @@ __all__ = [
     "Tanh",
     "has_dropout",
     "manual_seed",
+    "parameter_aliases",
 ]

@@ -16,14 +16,33 @@ test/python/test_torch_oracle.py.
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from xdsl.builder import Builder
 from xdsl.ir import SSAValue
 
 from aicfc.dialects import autodiff
+
+
+def _hyperparameter(opt: object, name: str, value: Any, upper: float | None = None) -> float:
+    """`value` as a float in [0, upper) (or [0, inf) with no upper), as torch.optim checks.
+
+    Raises TypeError for a non-number and ValueError outside the range or not finite,
+    naming the optimizer and the hyperparameter: an invalid one must fail here, not
+    train silently.
+    """
+    where = f"{type(opt).__name__}: {name}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{where} must be a number, got {type(value).__name__} {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or v < 0.0 or (upper is not None and v >= upper):
+        bound = f"in [0, {upper:g})" if upper is not None else ">= 0 and finite"
+        raise ValueError(f"{where} must be {bound}, got {value!r}")
+    return v
 
 
 @dataclass(frozen=True)
@@ -56,6 +75,8 @@ class Adam(Optimizer):
     `decoupled_weight_decay=True` the AdamW decay param *= 1 - lr*wd
     (Loshchilov and Hutter 2019). amsgrad, maximize and capturable flags of
     PyTorch are not offered (the step counter always lives on the device).
+    Raises ValueError, as torch.optim.Adam does, for lr, eps or weight_decay < 0
+    or a beta outside [0, 1) (and for non-finite values), TypeError for a non-number.
     """
 
     lr: float = 1e-3
@@ -65,6 +86,16 @@ class Adam(Optimizer):
     decoupled_weight_decay: bool = False
 
     STATE_NAMES: ClassVar[tuple[str, ...]] = ("exp_avg", "exp_avg_sq", "step")
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.betas, tuple | list) or len(self.betas) != 2:
+            raise ValueError(f"{type(self).__name__}: betas must be a pair, got {self.betas!r}")
+        betas = tuple(
+            _hyperparameter(self, f"betas[{i}]", b, 1.0) for i, b in enumerate(self.betas)
+        )
+        object.__setattr__(self, "betas", betas)
+        for name in ("lr", "eps", "weight_decay"):
+            object.__setattr__(self, name, _hyperparameter(self, name, getattr(self, name)))
 
     def init_state(self, param: np.ndarray) -> dict[str, np.ndarray]:
         return {
@@ -113,6 +144,8 @@ class SGD(Optimizer):
     g = grad + weight_decay * param; with momentum mu > 0: buf = mu*buf + g and
     the step uses buf, or g + mu*buf with `nesterov=True`; param -= lr * step.
     The momentum buffer starts at zero, which equals PyTorch's first step.
+    Raises ValueError, as torch.optim.SGD does, for lr, momentum or weight_decay < 0
+    (and for non-finite values), TypeError for a non-number.
     """
 
     lr: float = 1e-3
@@ -121,6 +154,8 @@ class SGD(Optimizer):
     nesterov: bool = False
 
     def __post_init__(self) -> None:
+        for name in ("lr", "momentum", "weight_decay"):
+            object.__setattr__(self, name, _hyperparameter(self, name, getattr(self, name)))
         if self.nesterov and self.momentum <= 0.0:
             raise ValueError("SGD: nesterov needs momentum > 0 (as in torch.optim.SGD)")
 

@@ -204,6 +204,8 @@ class Program:
     def _x_shape(self, batch_size: int) -> tuple[int, ...]:
         if self.in_features is None:
             raise ValueError("the model fixes no input width; call step()/predict() with data")
+        if isinstance(batch_size, bool) or int(batch_size) != batch_size or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         return (int(batch_size), self.in_features)
 
     def _check_x(self, x: Any) -> np.ndarray:
