@@ -16,12 +16,21 @@ Input rules (checked before anything runs; errors name the input):
   [0, num_classes). Any integer dtype is accepted and converted to int32 (the
   IR's label type); a float array is an error.
 - y for loss="mse": float32 with the model output's shape [N, out_features].
+
+Host or device batches: x and y may be NumPy arrays or, on the cupy backend,
+CuPy arrays (anything with `__cuda_array_interface__`) on the backend's device.
+Device inputs are copied device-to-device into the program's fixed input buffers
+(no host round trip; a batch that already is `executable().buffer("x")` is not
+copied at all). Labels on the device are range-checked only by a synchronous
+`step()` (the check reads their min and max back); with `sync=False` nothing
+waits, and a label outside [0, C) makes that step's loss NaN and its row's
+gradient zero instead of an error.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -55,12 +64,30 @@ def _shape(s: tuple[int, ...]) -> str:
     return "[" + ", ".join(str(d) for d in s) + "]"
 
 
+def _on_device(a: Any) -> bool:
+    """True for a GPU array (CuPy, or anything exposing the CUDA array interface)."""
+    return hasattr(a, "__cuda_array_interface__")
+
+
+def _contiguous(a: Any, device: bool) -> Any:
+    """`a` in row-major order (a device array is copied on the device if it is not)."""
+    if device:
+        return a if a.flags.c_contiguous else a.copy()
+    return np.ascontiguousarray(a)
+
+
 class Program:
     """A model compiled for training and inference on one backend.
 
     Build it with `aicfc.compile`. Attributes: `backend` (the runtime Backend),
     `store` (the BufferStore of params and state), `loss`, `optimizer`, `stages`
     (pipeline stage names, in order).
+
+    Kernels are selected for the backend's device (`backend.lower_exec_options()`:
+    architecture, cuBLASLt availability, autotune cache), so `mlir("exec")` shows
+    the kernels that run. tf32: allow TF32 tensor-core GEMMs (about 1e-3 relative
+    error); None keeps the backend's setting (`CupyBackend(tf32=...)`, False by
+    default: strict fp32). The numpy backend computes in strict fp32 regardless.
     """
 
     def __init__(
@@ -70,13 +97,18 @@ class Program:
         optimizer: Optimizer,
         backend: Backend,
         inplace: bool = True,
+        tf32: bool | None = None,
     ):
         self.model = model
         self.loss = loss
         self.optimizer = optimizer
         self.backend = backend
         self.inplace = inplace
-        self._steps = train_pipeline(backend.kernel_backend, inplace)
+        exec_options = backend.lower_exec_options()
+        if tf32 is not None and "tf32" in exec_options:
+            exec_options["tf32"] = tf32
+        self.tf32 = bool(exec_options.get("tf32", False))
+        self._steps = train_pipeline(backend.kernel_backend, inplace, exec_options)
         self.stages: tuple[str, ...] = stage_names(self._steps)
         params = dict(model.named_parameters())
         if not params:
@@ -95,21 +127,43 @@ class Program:
 
     # --- training and inference --------------------------------------------
 
-    def step(self, x: Any, y: Any) -> float:
-        """One optimizer step on the batch (x, y); returns the batch's mean loss as a float.
+    @overload
+    def step(self, x: Any, y: Any, *, sync: Literal[True] = True) -> float: ...
+
+    @overload
+    def step(self, x: Any, y: Any, *, sync: Literal[False]) -> Any: ...
+
+    def step(self, x: Any, y: Any, *, sync: bool = True) -> Any:
+        """One optimizer step on the batch (x, y); returns the batch's mean loss.
 
         The loss is the value before the update (as PyTorch's loss.item()).
+        sync=True (default): waits for the step and returns a Python float.
+        sync=False: returns at once with the loss as a 0-d array of the backend
+        (a CuPy array on the GPU: a fresh copy that later steps never overwrite;
+        reading it waits for this step), so steps queue back to back.
+        x, y: host (NumPy) or device (CuPy) arrays, see the module docstring.
         Raises InputError naming "x" or "y" for a wrong shape, dtype or label.
         """
         xa = self._check_x(x)
-        ya = self._check_y(y, xa.shape)
-        out = self._entry("train_step", xa.shape).executable.run({"x": xa, "y": ya})  # type: ignore[union-attr]
-        return float(out["loss"])
+        ya = self._check_y(y, xa.shape, check_range=sync)
+        exe = self._entry("train_step", xa.shape).executable
+        assert exe is not None
+        if not sync:
+            return exe.run_async({"x": xa, "y": ya})["loss"]
+        return float(exe.run({"x": xa, "y": ya})["loss"])
 
-    def predict(self, x: Any) -> np.ndarray:
-        """The model's output for x [N, in_features] (dropout off): a new array [N, out]."""
+    def predict(self, x: Any, *, sync: bool = True) -> Any:
+        """The model's output for x [N, in_features] (dropout off): a new array [N, out].
+
+        sync=True (default): a NumPy array. sync=False: a new array of the backend
+        (CuPy on the GPU), returned without waiting.
+        """
         xa = self._check_x(x)
-        return self._entry("predict", xa.shape).executable.run({"x": xa})["output"]  # type: ignore[union-attr]
+        exe = self._entry("predict", xa.shape).executable
+        assert exe is not None
+        if not sync:
+            return exe.run_async({"x": xa})["output"]
+        return exe.run({"x": xa})["output"]
 
     # --- parameters and state ----------------------------------------------
 
@@ -192,7 +246,8 @@ class Program:
         from aicfc.analysis import analyze
 
         if x is not None:
-            return analyze(self.model, x=self._check_x(x), params=self.parameters())
+            host = x.get() if _on_device(x) else x  # the analysis runs on the host
+            return analyze(self.model, x=self._check_x(host), params=self.parameters())
         return analyze(self.model, input_shape=self._x_shape(batch_size))
 
     # --- internals -------------------------------------------------------------
@@ -208,8 +263,20 @@ class Program:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         return (int(batch_size), self.in_features)
 
-    def _check_x(self, x: Any) -> np.ndarray:
-        xa = np.asarray(x)
+    def _device_input(self, name: str, a: Any) -> bool:
+        """True for a device array; InputError if this backend cannot take one."""
+        if not _on_device(a):
+            return False
+        if self.backend.name == "numpy":
+            raise InputError(
+                f'input "{name}": a device (CuPy) array was given to the numpy backend, which '
+                f"takes host arrays (copy it with {name}.get())"
+            )
+        return True
+
+    def _check_x(self, x: Any) -> Any:
+        device = self._device_input("x", x)
+        xa = x if device else np.asarray(x)
         if xa.dtype != self.dtype:
             raise InputError(
                 f'input "x": expected dtype {self.dtype}, got {xa.dtype} '
@@ -224,10 +291,11 @@ class Program:
             raise InputError(
                 f'input "x": expected shape {expected}, got {_shape(xa.shape)} ({e})'
             ) from None
-        return np.ascontiguousarray(xa)
+        return _contiguous(xa, device)
 
-    def _check_y(self, y: Any, x_shape: tuple[int, ...]) -> np.ndarray:
-        ya = np.asarray(y)
+    def _check_y(self, y: Any, x_shape: tuple[int, ...], check_range: bool = True) -> Any:
+        device = self._device_input("y", y)
+        ya = y if device else np.asarray(y)
         out_shape = self.model.output_shape(x_shape)
         if self.loss == "mse":
             if ya.dtype != self.dtype or ya.shape != out_shape:
@@ -235,7 +303,7 @@ class Program:
                     f'input "y": mse targets must be {self.dtype}{_shape(out_shape)} '
                     f"(the model output), got {ya.dtype}{_shape(ya.shape)}"
                 )
-            return np.ascontiguousarray(ya)
+            return _contiguous(ya, device)
         if not np.issubdtype(ya.dtype, np.integer):
             raise InputError(
                 f'input "y": cross_entropy takes integer class labels, got dtype {ya.dtype} '
@@ -247,13 +315,14 @@ class Program:
                 f"got {_shape(ya.shape)}"
             )
         classes = out_shape[-1]
-        lo, hi = int(ya.min()), int(ya.max())
-        if lo < 0 or hi >= classes:
-            raise InputError(
-                f'input "y": labels must be in [0, {classes}) for {classes} classes, '
-                f"got values from {lo} to {hi}"
-            )
-        return ya.astype(LABEL_DTYPE, copy=False)
+        if check_range or not device:  # a device array's min and max need a sync
+            lo, hi = int(ya.min()), int(ya.max())
+            if lo < 0 or hi >= classes:
+                raise InputError(
+                    f'input "y": labels must be in [0, {classes}) for {classes} classes, '
+                    f"got values from {lo} to {hi}"
+                )
+        return _contiguous(ya.astype(LABEL_DTYPE, copy=False), device)
 
     def _entry(self, function: str, x_shape: tuple[int, ...]) -> CompiledFunction:
         key = (function, tuple(x_shape), str(self.dtype))

@@ -287,6 +287,82 @@ class CrossEntropyGradOp(AicfcOp):
 
 
 @irdl_op_definition
+class CrossEntropyWithGradOp(AicfcOp):
+    """The cross-entropy loss, its gradient and the bias gradient before it, in one op.
+
+    loss = mean_n(logsumexp(x_n) - x_n[y_n]) (graph.cross_entropy);
+    grad_logits = (softmax(x) - onehot(y)) * grad / N (autodiff.cross_entropy_grad);
+    grad_bias, when present, = sum over rows of grad_logits (the bias gradient of
+    the layer whose output the logits are: a reduce_sum over axis 0). aicfc-fuse
+    builds it from those ops after aicfc-expand-backward, so one kernel reads the
+    logits once for all of them (TensorFlow's SparseSoftmaxCrossEntropyWithLogits
+    likewise returns the loss with its backprop). It has no VJP: its gradient is
+    one of its results.
+
+    ```mlir
+    %l, %dx, %db = autodiff.cross_entropy_with_grad %x, %y, %dl : (tensor<8x10xf32>,
+                     tensor<8xi32>, tensor<f32>) -> (tensor<f32>, tensor<8x10xf32>, tensor<10xf32>)
+    ```
+    """
+
+    name = "autodiff.cross_entropy_with_grad"
+    FLOPS_PER_ELEMENT: ClassVar[int] = 10
+    logits = operand_def(TensorType)
+    labels = operand_def(TensorType)
+    grad = operand_def(TensorType)
+    loss = result_def(TensorType)
+    grad_logits = result_def(TensorType)
+    grad_bias = opt_result_def(TensorType)
+    traits = traits_def(
+        Pure(),
+        OpInfo(
+            F.IS_LOSS | F.IS_BACKWARD | F.IS_FUSED | F.IS_REDUCTION,
+            differentiable=False,
+            why_not="it is made after differentiation; its gradient is one of its results",
+        ),
+    )
+    assembly_format = (
+        "$logits `,` $labels `,` $grad attr-dict `:` functional-type(operands, results)"
+    )
+
+    def __init__(
+        self, logits: SSAValue, labels: SSAValue, grad: SSAValue, with_grad_bias: bool = False
+    ):
+        t = ranked(self.name, "logits", logits)
+        c = t.get_shape()[-1]
+        super().__init__(
+            operands=[logits, labels, grad],
+            result_types=[
+                tensor((), t.element_type),
+                t,
+                [tensor((c,), t.element_type)] if with_grad_bias else [],
+            ],
+        )
+
+    def verify_(self) -> None:
+        x = ranked(self.name, "logits", self.logits)
+        y = ranked(self.name, "labels", self.labels)
+        g = ranked(self.name, "grad", self.grad)
+        require_float(self.name, "logits", x)
+        if len(x.get_shape()) != 2 or not is_int(y.element_type):
+            raise VerifyException(
+                f"{self.name}: expected logits [N, C] and i32/i64 labels [N], got {x} and {y}"
+            )
+        if tuple(y.get_shape()) != (x.get_shape()[0],):
+            raise VerifyException(
+                f"{self.name}: labels must have shape [{x.get_shape()[0]}], got "
+                f"{fmt_shape(y.get_shape())}"
+            )
+        if g != tensor((), x.element_type):
+            raise VerifyException(f"{self.name}: grad must be tensor<{x.element_type}>, got {g}")
+        require_result(self.name, self.loss.type, tensor((), x.element_type))
+        require_result(self.name, self.grad_logits.type, x)
+        if self.grad_bias is not None:
+            c = x.get_shape()[1]
+            require_result(self.name, self.grad_bias.type, tensor((c,), x.element_type))
+
+
+@irdl_op_definition
 class MseLossGradOp(AicfcOp):
     """dpred = 2 * (pred - target) * dloss / numel(pred).
 
@@ -622,6 +698,7 @@ Autodiff = Dialect(
         TanhGradOp,
         SoftmaxGradOp,
         CrossEntropyGradOp,
+        CrossEntropyWithGradOp,
         MseLossGradOp,
         DropoutGradOp,
         EpilogueGradOp,

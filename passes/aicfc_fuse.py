@@ -8,6 +8,8 @@ pattern's builder below, and the matched ops are erased:
 
     act(bias_add(matmul(A, B), b))          -> gemm_epilogue(A, B, b, act)   [-> (Y, Z) for gelu]
     reduce_sum(act_grad(dY, s), axes=[0])    -> epilogue_grad(dY, s, act)    [-> (dZ, db)]
+    cross_entropy(x, y), cross_entropy_grad(x, y, d) [, reduce_sum(.., axes=[0])]
+                                             -> cross_entropy_with_grad(x, y, d) [-> (l, dx, db)]
 
 An intermediate value with other users is allowed only where the fused op
 re-exports it (gemm_epilogue's `pre_act` Z, epilogue_grad's dZ); those users
@@ -35,12 +37,12 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint
 
-from aicfc.dialects.autodiff import EpilogueGradOp
+from aicfc.dialects.autodiff import CrossEntropyWithGradOp, EpilogueGradOp
 from aicfc.dialects.diagnostics import copy_location
 from aicfc.dialects.flags import OpFlag
 from aicfc.dialects.graph import Activation, GemmEpilogueOp
 from aicfc.passes.dataflow import DataFlowGraph
-from aicfc.passes.fusion_patterns import EPILOGUE_ACTIVATIONS, PATTERN_GROUPS, FusionPattern
+from aicfc.passes.fusion_patterns import EPILOGUE_ACTIVATIONS, PATTERN_GROUPS, FusionPattern, Step
 
 DTYPE_BITS = OpFlag.DTYPE_F32 | OpFlag.DTYPE_F16 | OpFlag.DTYPE_BF16 | OpFlag.DTYPE_F64
 
@@ -76,9 +78,10 @@ def match_at(
 ) -> Match | None:
     """The longest match of `pattern` starting at op `start`, or None.
 
-    Step k+1 must be a consumer of step k's result 0 through its `via_operand`,
-    not yet claimed by another match, with step k's DTYPE_* bits, and step k's
-    result must have a single use unless step k+1 re-exports it.
+    Step k+1 must be a consumer of step k's result 0 through its `via_operand`
+    (or, for a sibling step, read step k's operands), not yet claimed by another
+    match, with step k's DTYPE_* bits, and step k's result must have a single use
+    unless step k+1 re-exports it.
     """
     flags = graph.flags(start)
     if start in claimed or not pattern.steps[0].matches(graph.ops[start], flags):
@@ -90,7 +93,9 @@ def match_at(
         cur = chain[-1]
         single_use = bool(graph.flags(cur) & OpFlag.SINGLE_USE)
         found = None
-        if single_use or step.exports_input is not None:
+        if step.sibling:
+            found = _sibling(graph, cur, step, claimed, dtype)
+        elif single_use or step.exports_input is not None:
             for edge in graph.out_edges(cur):
                 j = edge.consumer
                 if (
@@ -112,6 +117,29 @@ def match_at(
     if len(chain) < pattern.min_ops:
         return None
     return Match(pattern, tuple(graph.ops[i] for i in chain), tuple(roles), exports)
+
+
+def _sibling(
+    graph: DataFlowGraph, cur: int, step: Step, claimed: set[int], dtype: OpFlag
+) -> int | None:
+    """The first op (in block order) that reads all of op `cur`'s operands as its
+    first operands and matches `step`, or None."""
+    prev = graph.ops[cur]
+    if not prev.operands:
+        return None
+    n = len(prev.operands)
+    users = {u.operation for u in prev.operands[0].uses if graph.contains(u.operation)}
+    for j in sorted(graph.index(op) for op in users):
+        op = graph.ops[j]
+        if (
+            j != cur
+            and j not in claimed
+            and tuple(op.operands[:n]) == tuple(prev.operands)
+            and (f := graph.flags(j)) & DTYPE_BITS == dtype
+            and step.matches(op, f)
+        ):
+            return j
+    return None
 
 
 def find_matches(graph: DataFlowGraph, patterns: Sequence[FusionPattern]) -> list[Match]:
@@ -181,9 +209,25 @@ def build_epilogue_grad(m: Match) -> Built:
     return Built(op, op.grad_bias, {"grad_pre_act": op.grad_pre_act})
 
 
+def build_loss_with_grad(m: Match) -> Built:
+    """cross_entropy_with_grad(x, y, d) from the gradient op's operands: the loss is
+    re-exported; with the bias-grad step its result is db and dx is re-exported."""
+    grad_op = m.get("loss_grad")
+    assert grad_op is not None
+    logits, labels, dloss = grad_op.operands
+    with_bias = m.get("bias_grad") is not None
+    op = CrossEntropyWithGradOp(logits, labels, dloss, with_grad_bias=with_bias)
+    exports: dict[str, SSAValue] = {"loss": op.loss}
+    if op.grad_bias is None:
+        return Built(op, op.grad_logits, exports)
+    exports["grad_logits"] = op.grad_logits
+    return Built(op, op.grad_bias, exports)
+
+
 BUILDERS: dict[str, Callable[[Match], Built]] = {
     "gemm_epilogue": build_gemm_epilogue,
     "epilogue_grad": build_epilogue_grad,
+    "loss_with_grad": build_loss_with_grad,
 }
 """FusionPattern.builder -> the function that builds the fused op of a match."""
 

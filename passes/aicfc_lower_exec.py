@@ -237,9 +237,12 @@ class _FuncLowering:
 class AicfcLowerExecPass(ModulePass):
     """Lower every func.func to an exec.program for `backend` ("numpy" or "cuda").
 
-    arch, tf32, tensor_core: the device capability the selector scores CUDA
-    kernels against; autotune_cache: a JSON file of measured choices keyed by
-    `device` (see runtime/selector.py).
+    arch, tf32, tensor_core, cublaslt: the device capability the selector scores
+    CUDA kernels against (cublaslt: nvmath-python's cuBLASLt is usable; tf32: TF32
+    tensor-core GEMMs are allowed); autotune_cache: a JSON file of measured choices
+    keyed by `device` (see runtime/selector.py). The API passes the backend's own
+    values (`Backend.lower_exec_options()`), so the launches in the exec IR are the
+    kernels that run.
     """
 
     name = "aicfc-lower-exec"
@@ -248,6 +251,7 @@ class AicfcLowerExecPass(ModulePass):
     arch: int = 90
     tf32: bool = False
     tensor_core: bool = True
+    cublaslt: bool = True
     autotune_cache: str = ""
     device: str = ""
 
@@ -258,6 +262,7 @@ class AicfcLowerExecPass(ModulePass):
             "arch": self.arch,
             "tf32": self.tf32,
             "tensor_core": self.tensor_core and self.arch >= 70,
+            "cublaslt": self.cublaslt,
         }
 
     def __post_init__(self) -> None:

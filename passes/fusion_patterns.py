@@ -10,6 +10,10 @@ declares `exports_input`, i.e. the fused op re-exports that value as a result
 (cuBLASLt's GELU_AUX output `pre_act`, the `grad_pre_act` dZ of
 epilogue_grad), so its other users can read it from the fused op.
 
+A `sibling` step does not consume the previous step's result: it reads the
+same operands (a loss and its gradient both read logits and labels), and
+its `exports_input` re-exports the previous step's result (the loss).
+
 Adding a pattern is adding a `FusionPattern` entry below. A new kind of fused
 op also needs its builder once (`BUILDERS` in passes/aicfc_fuse.py); a new
 activation with an epilogue form is a new row of `EPILOGUE_ACTIVATIONS`.
@@ -22,9 +26,9 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation
 
-from aicfc.dialects.autodiff import GeluGradOp, ReluGradOp
+from aicfc.dialects.autodiff import CrossEntropyGradOp, GeluGradOp, ReluGradOp
 from aicfc.dialects.flags import OpFlag
-from aicfc.dialects.graph import Activation, GeluOp, ReduceSumOp, ReluOp
+from aicfc.dialects.graph import Activation, CrossEntropyOp, GeluOp, ReduceSumOp, ReluOp
 
 F = OpFlag
 
@@ -42,6 +46,10 @@ EPILOGUE_ACTIVATIONS: dict[type[Operation], Activation] = {
 
 graph.tanh has none (cuBLASLt has no TANH epilogue): it is absent, so it never fuses.
 """
+
+LOSS_GRADS: dict[type[Operation], type[Operation]] = {CrossEntropyOp: CrossEntropyGradOp}
+"""Losses with a fused (loss, gradient) form, and the class of their gradient op
+(graph.mse_loss has none: its gradient is one elementwise pass, nothing to share)."""
 
 SUM_REDUCTIONS: frozenset[type[Operation]] = frozenset({ReduceSumOp})
 """Reductions whose value is a plain sum (a bias gradient is a column sum of dZ)."""
@@ -110,7 +118,23 @@ class EmptyEpilogue:
         )
 
 
-Constraint = HasEpilogueForm | ResultRank | SumsAxes | EmptyEpilogue
+@dataclass(frozen=True)
+class HasFusedGradForm:
+    """The op's class is a loss of LOSS_GRADS (it has a fused loss-and-gradient op)."""
+
+    def holds(self, op: Operation) -> bool:
+        return type(op) in LOSS_GRADS
+
+
+@dataclass(frozen=True)
+class IsLossGrad:
+    """The op's class is the gradient op of a loss of LOSS_GRADS."""
+
+    def holds(self, op: Operation) -> bool:
+        return type(op) in LOSS_GRADS.values()
+
+
+Constraint = HasEpilogueForm | ResultRank | SumsAxes | EmptyEpilogue | HasFusedGradForm | IsLossGrad
 
 # ----------------------------------------------------------------------------
 # Steps and patterns
@@ -131,6 +155,9 @@ class Step:
     via_operand:   the operand that consumes the previous step's result (0 for step 0).
     exports_input: if set, the fused op re-exports the consumed value under this
                    result name, so that value may have other uses.
+    sibling:       the op reads the previous step's operands (all of them, as its
+                   first operands) instead of its result; exports_input then names
+                   the previous step's result.
     constraints:   further predicates on the op.
     """
 
@@ -140,6 +167,7 @@ class Step:
     optional: bool = False
     via_operand: int = 0
     exports_input: str | None = None
+    sibling: bool = False
     constraints: tuple[Constraint, ...] = ()
 
     def matches(self, op: Operation, flags: OpFlag) -> bool:
@@ -209,7 +237,39 @@ ACT_GRAD_BIAS_GRAD = FusionPattern(
     builder="epilogue_grad",
 )
 
-FUSION_PATTERNS: tuple[FusionPattern, ...] = (GEMM_BIAS_ACT, ACT_GRAD_BIAS_GRAD)
+# (loss(x, y), loss_grad(x, y, d), reduce_sum(loss_grad, axes=[0]))
+#   -> cross_entropy_with_grad(x, y, d) -> (loss, dx, db); the bias-grad step is optional.
+LOSS_WITH_GRAD = FusionPattern(
+    name="loss_with_grad",
+    group="backward",
+    steps=(
+        Step(
+            "loss",
+            F.IS_LOSS | F.IS_REDUCTION,
+            forbidden=F.IS_FUSED,
+            constraints=(HasFusedGradForm(),),
+        ),
+        Step(
+            "loss_grad",
+            F.IS_BACKWARD,
+            forbidden=F.IS_FUSED,
+            sibling=True,
+            exports_input="loss",
+            constraints=(ResultRank(2), IsLossGrad()),
+        ),
+        Step(
+            "bias_grad",
+            F.IS_REDUCTION | F.IS_LINEAR,
+            forbidden=F.IS_FUSED | F.IS_LOSS,
+            optional=True,
+            exports_input="grad_logits",
+            constraints=(SumsAxes(axes=(0,), rank=2),),
+        ),
+    ),
+    builder="loss_with_grad",
+)
+
+FUSION_PATTERNS: tuple[FusionPattern, ...] = (GEMM_BIAS_ACT, ACT_GRAD_BIAS_GRAD, LOSS_WITH_GRAD)
 """Every pattern, tried in this order at each op (block order)."""
 
 PATTERN_GROUPS: dict[str, tuple[FusionPattern, ...]] = {

@@ -17,7 +17,7 @@ stage "graph".
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -39,11 +39,30 @@ class Step:
     passes: str
 
 
-def train_pipeline(backend: str = "numpy", inplace: bool = True) -> tuple[Step, ...]:
+def _option(value: object) -> str:
+    """A pass-option value in `-p` syntax: true/false, a number, or a quoted string."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    text = str(value)
+    if '"' in text:
+        raise ValueError(f"pass option value {text!r} contains a double quote")
+    return f'"{text}"'
+
+
+def train_pipeline(
+    backend: str = "numpy",
+    inplace: bool = True,
+    exec_options: Mapping[str, object] | None = None,
+) -> tuple[Step, ...]:
     """The ordered steps from graph-level IR to a planned exec program.
 
     backend: "numpy" or "cupy"/"cuda" (kernels are selected for it).
     inplace: False keeps every launch out-of-place (for debugging aliasing).
+    exec_options: further options of aicfc-lower-exec, e.g. the device capability
+             a backend reports (`Backend.lower_exec_options()`: arch, tf32,
+             cublaslt, autotune_cache, device).
     Raises ValueError for an unknown backend.
     """
     if backend not in KERNEL_BACKENDS:
@@ -51,12 +70,16 @@ def train_pipeline(backend: str = "numpy", inplace: bool = True) -> tuple[Step, 
             f"unknown backend {backend!r}; expected one of: {', '.join(KERNEL_BACKENDS)}"
         )
     inplace_opt = "true" if inplace else "false"
+    lower = " ".join(
+        [f"backend={KERNEL_BACKENDS[backend]}"]
+        + [f"{k}={_option(v)}" for k, v in (exec_options or {}).items()]
+    )
     return (
         Step("fused", "aicfc-fuse"),
         Step("backward", "aicfc-expand-backward"),
         Step("fused-backward", "aicfc-fuse"),
         Step("canonical", "canonicalize,cse"),
-        Step("exec", f"aicfc-lower-exec{{backend={KERNEL_BACKENDS[backend]}}}"),
+        Step("exec", f"aicfc-lower-exec{{{lower}}}"),
         Step("inplace", f"aicfc-fold-inplace{{enable={inplace_opt}}}"),
         Step("planned", "aicfc-plan-memory"),
     )

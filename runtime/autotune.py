@@ -9,8 +9,14 @@ untouched) and records the fastest. A backend created with
 `CupyBackend(autotune_cache=path)` then prefers the recorded kernel wherever
 it is feasible.
 
-Timing: CUDA events around `repeats` back-to-back launches after 3 warm-up
-launches; the figure is the median of 3 such batches divided by `repeats`.
+The recorded choice lives in the compiled IR: aicfc-lower-exec reads the cache
+(the backend passes its path), so `Program.mlir("exec")` names the tuned kernel,
+and keys carry " tf32" when TF32 kernels took part (`selector.autotune_device`).
+
+Timing: `repeats` back-to-back launches captured in one CUDA graph (so a
+launch's figure is its device time, not Python's launch rate), after 3 eager
+warm-up launches; CUDA events around each graph replay; the median of 3
+replays divided by `repeats`.
 """
 
 from __future__ import annotations
@@ -23,9 +29,10 @@ import numpy as np
 
 from aicfc.runtime import registry
 from aicfc.runtime.backend import LaunchStep
+from aicfc.runtime.capture import capture
 from aicfc.runtime.cuda_abi import CudaKernelError
 from aicfc.runtime.cuda_launch import launches_for
-from aicfc.runtime.selector import AutotuneCache, Problem, refusal, shape_bucket
+from aicfc.runtime.selector import AutotuneCache, Problem, autotune_device, refusal, shape_bucket
 
 
 @dataclass(frozen=True)
@@ -39,28 +46,36 @@ class TuneResult:
 
 
 def time_launches(launches: list[Any], stream: Any, repeats: int) -> float:
-    """Median seconds of one pass over `launches` (3 batches of `repeats` after a warm-up)."""
+    """Median seconds of one pass over `launches`, replayed `repeats` times in a CUDA graph."""
     import cupy
 
     for _ in range(3):
         for la in launches:
             la(stream)
+    stream.synchronize()
+
+    def body(s: Any) -> None:
+        for _ in range(repeats):
+            for la in launches:
+                la(s)
+
+    graph = capture(body, stream, "autotune")
+    graph.launch(stream)
     samples = []
     for _ in range(3):
         start, end = cupy.cuda.Event(), cupy.cuda.Event()
         start.record(stream)
-        for _ in range(repeats):
-            for la in launches:
-                la(stream)
+        graph.launch(stream)
         end.record(stream)
         end.synchronize()
         samples.append(cupy.cuda.get_elapsed_time(start, end) / 1e3 / repeats)
     return statistics.median(samples)
 
 
-def feasible(backend: Any, problem: Problem) -> list[registry.KernelSpec]:
-    """The CUDA candidates for `problem` that the selector would accept on this device."""
-    cap = backend.capability()
+def feasible(backend: Any, problem: Problem, tf32: bool | None = None) -> list[registry.KernelSpec]:
+    """The CUDA candidates for `problem` that the selector would accept on this device
+    (TF32 kernels when `tf32`, None: the backend's setting)."""
+    cap = backend.capability() if tf32 is None else {**backend.capability(), "tf32": tf32}
     return [
         k for k in backend.candidates() if k.op == problem.op and refusal(k, problem, cap) is None
     ]
@@ -72,7 +87,9 @@ def _random_like(shape: tuple[int, ...], dtype: np.dtype, rng: np.random.Generat
     return cupy.asarray(rng.standard_normal(shape).astype(dtype))
 
 
-def tune_problem(exe: Any, problem: Problem, repeats: int) -> dict[str, float]:
+def tune_problem(
+    exe: Any, problem: Problem, repeats: int, tf32: bool | None = None
+) -> dict[str, float]:
     """Seconds per launch of every feasible kernel for `problem` (failures are skipped)."""
     import cupy
 
@@ -82,7 +99,7 @@ def tune_problem(exe: Any, problem: Problem, repeats: int) -> dict[str, float]:
     outs = [cupy.empty(s, dtype) for s in problem.output_shapes]
     times: dict[str, float] = {}
     stream = exe.backend.stream
-    for spec in feasible(exe.backend, problem):
+    for spec in feasible(exe.backend, problem, tf32):
         try:
             launches = launches_for(spec, ins, outs, problem.params, exe)
             times[spec.name] = time_launches(launches, stream, repeats)
@@ -91,15 +108,20 @@ def tune_problem(exe: Any, problem: Problem, repeats: int) -> dict[str, float]:
     return times
 
 
-def tune_executable(exe: Any, cache_path: str, repeats: int = 20) -> list[TuneResult]:
+def tune_executable(
+    exe: Any, cache_path: str, repeats: int = 20, tf32: bool | None = None
+) -> list[TuneResult]:
     """Time the GEMM candidates of every GEMM launch of `exe`; record and save the fastest.
 
-    exe: a CupyExecutable (runtime/cupy_backend.py). Returns one TuneResult per
-    (op, shape bucket) measured. Raises ValueError for a malformed cache file.
+    exe: a CupyExecutable (runtime/cupy_backend.py). tf32: whether TF32 kernels
+    compete (None: the backend's setting). Returns one TuneResult per (op, shape
+    bucket) measured. Raises ValueError for a malformed cache file.
     """
-    from aicfc.runtime.cupy_backend import RESELECT_OPS
+    from aicfc.runtime.cupy_backend import GEMM_OPS
 
     backend = exe.backend
+    allow = backend.tf32 if tf32 is None else tf32
+    device = autotune_device(backend.device_key, {"tf32": allow})
     cache = AutotuneCache(cache_path)
     seen: set[str] = set()
     results: list[TuneResult] = []
@@ -107,18 +129,18 @@ def tune_executable(exe: Any, cache_path: str, repeats: int = 20) -> list[TuneRe
         if not isinstance(step, LaunchStep):
             continue
         spec = registry.get(step.kernel)
-        if spec.op not in RESELECT_OPS:
+        if spec.op not in GEMM_OPS:
             continue
         problem = exe._problem(spec, step)
-        key = AutotuneCache.key(problem, backend.device_key)
+        key = AutotuneCache.key(problem, device)
         if key in seen:
             continue
         seen.add(key)
-        times = tune_problem(exe, problem, repeats)
+        times = tune_problem(exe, problem, repeats, allow)
         if not times:
             continue
         best = min(times, key=lambda k: times[k])
-        cache.record(problem, backend.device_key, best)
+        cache.record(problem, device, best)
         results.append(TuneResult(problem.op, shape_bucket(problem), best, times))
     backend.synchronize()
     cache.save(cache_path)

@@ -231,6 +231,16 @@ class Backend(ABC):
         """An empty BufferStore of this backend."""
         return BufferStore(self)
 
+    def lower_exec_options(self) -> dict[str, object]:
+        """The options of `aicfc-lower-exec` that describe this backend's device.
+
+        For CUDA: arch, tf32 (allowed), tensor_core, cublaslt (usable here),
+        autotune_cache and device (the cache's device key). The API passes them
+        to the pipeline, so the exec IR names the kernels this backend runs.
+        Empty for the CPU (every NumPy kernel runs anywhere).
+        """
+        return {}
+
     def synchronize(self) -> None:  # noqa: B027 (a no-op unless the backend queues work)
         """Wait until queued device work is done (a no-op on the CPU)."""
 
@@ -360,6 +370,15 @@ class Executable(ABC):
         Raises InputError for a missing, unknown or mis-shaped input, ExecError
         naming the kernel when a launch fails.
         """
+
+    def run_async(self, inputs: Mapping[str, Any]) -> dict[str, Array]:
+        """Like `run`, but the outputs stay arrays of the backend and nothing waits.
+
+        Each output is a new array (a later run never changes it). On a GPU
+        backend the step is only enqueued: reading an output waits for it. The
+        default runs synchronously and returns `run`'s NumPy arrays.
+        """
+        return dict(self.run(inputs))
 
     @abstractmethod
     def buffer(self, name: str) -> Array:

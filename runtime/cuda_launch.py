@@ -7,6 +7,9 @@ fixed at load time; nothing is computed while a step runs, so the same launches
 are run eagerly or captured into a CUDA graph. The table `LAUNCHERS` is keyed by
 op name; cuBLASLt entries (flag "library") go to runtime/cublaslt.py.
 
+Kernel families that share an op (the small-GEMM kernels) find their launcher by
+flag (`FLAG_LAUNCHERS`).
+
 `LoadContext` is what a launcher may ask the backend for: a zeroed workspace
 (kept for the program's life), a small int64 table uploaded to the device, the
 multiprocessor count, and the cuBLASLt handle.
@@ -25,7 +28,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from aicfc.runtime import cuda_abi
+from aicfc.runtime import cuda_abi, registry
 from aicfc.runtime.cuda_abi import CudaKernelError, Launch, kernel_launch
 from aicfc.runtime.registry import PARAM_DEFAULTS, KernelSpec
 
@@ -34,6 +37,9 @@ ACT_CODES = {"none": 0, "relu": 1, "gelu": 2}
 
 THREADS = 256
 ROWS_PER_BLOCK = 8  # loss.cu: one warp per row, 8 warps per block
+FUSED_COLUMN_PARTIALS = 16384
+"""Most column partials (blocks x C) the fused loss's last block adds itself (at most
+64 loads per thread); larger problems reduce dlogits in a second launch."""
 
 
 class LoadContext(Protocol):
@@ -134,6 +140,70 @@ def launch_gemm(
     return [kernel_launch(spec, grid, (THREADS,), [a, b, bias, y, z], scalars)]
 
 
+def skinny_mode(m: int, n: int, k: int) -> int:
+    """gemm_small.cu's mode for the shortest side: 0 = K (ties first), 1 = N, 2 = M."""
+    short = min(m, n, k)
+    return 0 if k == short else 1 if n == short else 2
+
+
+def launch_gemm_skinny(
+    spec: KernelSpec,
+    ins: list[Any],
+    outs: list[Any],
+    params: Mapping[str, object],
+    ctx: LoadContext,
+) -> list[Launch]:
+    """aicfc_gemm_skinny_f32_*: a thread per output (K short) or a warp per long-side index."""
+    a, b, bias, y, z, act, ta, tb = gemm_operands(spec, ins, outs, params)
+    m, n, k = gemm_mnk(a, b, ta, tb)
+    mode = skinny_mode(m, n, k)
+    if mode and min(m, n) > 32:
+        raise CudaKernelError(f'kernel "{spec.name}": (M, N, K) = {(m, n, k)} has no short side')
+    work = {0: cdiv(m * n, THREADS), 1: cdiv(m, THREADS // 32), 2: cdiv(n, THREADS // 32)}[mode]
+    scalars = {"M": m, "N": n, "K": k, "act": ACT_CODES[act], "mode": mode}
+    return [kernel_launch(spec, (work,), (THREADS,), [a, b, bias, y, z], scalars)]
+
+
+SPLIT_K_TILE = 32
+SPLIT_K_MIN_CHUNK = 64
+
+
+def split_k_plan(m: int, n: int, k: int, sm_count: int) -> tuple[int, int]:
+    """(splits, k_chunk) for gemm_small.cu's split-K kernel: about two blocks per
+    multiprocessor, each block at least 64 of K, chunks a multiple of the 32-deep tile."""
+    tiles = cdiv(m, SPLIT_K_TILE) * cdiv(n, SPLIT_K_TILE)
+    splits = max(1, min(cdiv(2 * sm_count, tiles), k // SPLIT_K_MIN_CHUNK))
+    chunk = max(SPLIT_K_TILE, cdiv(cdiv(k, splits), SPLIT_K_TILE) * SPLIT_K_TILE)
+    return max(1, cdiv(k, chunk)), chunk
+
+
+def launch_gemm_splitk(
+    spec: KernelSpec,
+    ins: list[Any],
+    outs: list[Any],
+    params: Mapping[str, object],
+    ctx: LoadContext,
+) -> list[Launch]:
+    """aicfc_gemm_splitk_f32_*: grid (N / 32, M / 32, splits), partials in a workspace."""
+    a, b, bias, y, z, act, ta, tb = gemm_operands(spec, ins, outs, params)
+    m, n, k = gemm_mnk(a, b, ta, tb)
+    splits, chunk = split_k_plan(m, n, k, ctx.sm_count)
+    grid = (cdiv(n, SPLIT_K_TILE), cdiv(m, SPLIT_K_TILE), splits)
+    if grid[1] > 65535 or splits > 65535:
+        raise CudaKernelError(f'kernel "{spec.name}": (M, N, K) = {(m, n, k)} exceeds its grid')
+    tickets = cdiv(4 * grid[0] * grid[1], 256) * 256
+    ws = ctx.workspace(tickets + (4 * splits * m * n if splits > 1 else 0))
+    scalars = {
+        "M": m,
+        "N": n,
+        "K": k,
+        "act": ACT_CODES[act],
+        "splits": splits,
+        "k_chunk": chunk,
+    }
+    return [kernel_launch(spec, grid, (THREADS,), [a, b, bias, y, z, ws], scalars, keepalive=[ws])]
+
+
 # ----------------------------------------------------------------------------
 # Reductions, losses
 # ----------------------------------------------------------------------------
@@ -228,6 +298,40 @@ def launch_cross_entropy_grad(
             spec, (cdiv(n, ROWS_PER_BLOCK),), (THREADS,), [*ins, outs[0]], {"N": n, "C": c}
         )
     ]
+
+
+def launch_cross_entropy_with_grad(
+    spec: KernelSpec,
+    ins: list[Any],
+    outs: list[Any],
+    params: Mapping[str, object],
+    ctx: LoadContext,
+) -> list[Launch]:
+    """(logits, labels, dloss) -> (loss, dlogits[, dbias]): one warp per row, 8 per block.
+
+    dbias is summed inside the launch (its last block adds the blocks' column sums)
+    while blocks x C is at most FUSED_COLUMN_PARTIALS; beyond that one block would
+    add too many partials, so a reduce_sum launch over dlogits follows instead.
+    """
+    logits, labels, dloss = ins
+    n, c = logits.shape
+    dbias = outs[2] if len(outs) > 2 else None
+    blocks = cdiv(n, ROWS_PER_BLOCK)
+    in_kernel = dbias is not None and blocks * c <= FUSED_COLUMN_PARTIALS
+    columns_at = 256 + cdiv(4 * blocks, 256) * 256
+    ws = ctx.workspace(columns_at + (4 * blocks * c if in_kernel else 0))
+    fused = kernel_launch(
+        spec,
+        (blocks,),
+        (THREADS,),
+        [logits, labels, dloss, outs[0], outs[1], dbias if in_kernel else None, ws],
+        {"N": n, "C": c},
+        keepalive=[ws],
+    )
+    if dbias is None or in_kernel:
+        return [fused]
+    reduce = registry.get("cuda.reduce_sum_f32")
+    return [fused, *launch_reduce_sum(reduce, [outs[1]], [dbias], {"axes": (0,)}, ctx)]
 
 
 def last_axis_rows(spec: KernelSpec, x: Any, params: Mapping[str, object]) -> tuple[int, int]:
@@ -475,6 +579,7 @@ LAUNCHERS: dict[str, Launcher] = {
     "graph.reduce_sum": launch_reduce_sum,
     "graph.cross_entropy": launch_cross_entropy,
     "autodiff.cross_entropy_grad": launch_cross_entropy_grad,
+    "autodiff.cross_entropy_with_grad": launch_cross_entropy_with_grad,
     "graph.softmax": launch_softmax,
     "autodiff.softmax_grad": launch_softmax,
     "graph.mse_loss": launch_mse_loss,
@@ -500,6 +605,13 @@ LAUNCHERS: dict[str, Launcher] = {
 }
 """op name -> launcher of its own-source CUDA kernels."""
 
+FLAG_LAUNCHERS: dict[str, Launcher] = {
+    "skinny": launch_gemm_skinny,
+    "split_k": launch_gemm_splitk,
+}
+"""Kernel flag -> launcher, for kernel families that share an op with others (the GEMMs
+of gemm_small.cu); checked before LAUNCHERS."""
+
 
 def launches_for(
     spec: KernelSpec,
@@ -511,7 +623,8 @@ def launches_for(
     """The bound launches that run `spec` on these buffers (cuBLASLt for "library" kernels)."""
     if "cublaslt" in spec.flags:
         return ctx.cublaslt().launches(spec, ins, outs, params, ctx)
-    launcher = LAUNCHERS.get(spec.op)
+    by_flag = [FLAG_LAUNCHERS[f] for f in sorted(spec.flags) if f in FLAG_LAUNCHERS]
+    launcher = by_flag[0] if by_flag else LAUNCHERS.get(spec.op)
     if launcher is None:
         raise CudaKernelError(f'kernel "{spec.name}": no CUDA launcher for op {spec.op}')
     return launcher(spec, ins, outs, params, ctx)

@@ -3,37 +3,46 @@
 Seed 000 is the specification; runtime/backend.py is the interface.
 
 - Buffers are allocated once, at load: params and state in the BufferStore
-  (shared with every program loaded against it), inputs as fixed device arrays
-  fed from pinned host buffers, planned tmp buffers as views into one arena.
-  In-place execution needs nothing more: an output that `aicfc-fold-inplace`
-  made the same exec buffer as an input is the same slot, hence the same array
-  and device pointer (seed 000 §7, §10.1).
-- Each launch is bound at load (runtime/cuda_launch.py, runtime/cublaslt.py):
-  module compiled and ABI-checked, scalars converted to their C types, grid
-  fixed, cuBLASLt planned, workspaces zeroed. Consecutive Adam launches become
-  one multi-tensor launch.
+  (shared with every program loaded against it), inputs as fixed device arrays,
+  planned tmp buffers as views into one arena. In-place execution needs nothing
+  more: an output that `aicfc-fold-inplace` made the same exec buffer as an
+  input is the same slot, hence the same array and device pointer (seed 000
+  §7, §10.1).
+- The kernels are the exec IR's: aicfc-lower-exec selected them for this
+  device (`lower_exec_options()`: architecture, TF32 allowed, cuBLASLt usable,
+  autotune cache), and loading verifies that each one can run here (a cuBLASLt
+  launch without nvmath-python is an error naming the kernel, never a silent
+  substitute). Each launch is bound at load (runtime/cuda_launch.py,
+  runtime/cublaslt.py): module compiled and ABI-checked, scalars converted to
+  their C types, grid fixed, cuBLASLt planned, workspaces zeroed. Consecutive
+  Adam launches become one multi-tensor launch.
 - `graph=True` (the default): the first `run()` executes the step eagerly (it
-  is the warm-up, and a real step), then the step is captured once on the
-  backend's dedicated stream, input copies and output copies included; every
-  later `run()` writes the inputs into the pinned buffers, replays the graph
-  and copies the outputs into new NumPy arrays. Params and state are never
-  copied in (mode train of seed 000 §8.2): they accumulate in their fixed
-  buffers, and `load_state_dict` writes into those buffers, so a checkpoint
-  load needs no new capture. A program without state (predict) is the
-  inference mode with the same mechanism. `graph=False` is the eager mode: one
-  launch at a time, for debugging; `sync_each_launch=True` additionally waits
-  after each launch so that a CUDA error names the kernel that raised it.
-- GEMM launches are selected again at load (runtime/selector.py) with the
-  device's real capability: its architecture, whether TF32 is allowed
-  (`tf32=True`; off by default so results stay strict fp32), whether
-  nvmath-python's cuBLASLt is importable, and the autotune cache
-  (`autotune_cache=path`, runtime/autotune.py). Other launches keep the kernel
-  that aicfc-lower-exec chose.
+  is the warm-up, and a real step), then the step is captured on the
+  backend's dedicated stream and every later run replays it. Host (NumPy)
+  inputs enter the graph through copies from pinned host buffers, which a
+  run fills; device (CuPy) inputs are copied device-to-device into the fixed
+  input buffers just before the replay (none at all when the array is the
+  fixed buffer itself), ordered after the caller's current stream. One graph
+  is captured per combination of host inputs and output mode, so both kinds
+  of input replay without a host round trip for the device ones. Params and
+  state are never copied in (mode train of seed 000 §8.2): they accumulate in
+  their fixed buffers, and `load_state_dict` writes into those buffers, so a
+  checkpoint load needs no new capture. A program without state (predict) is
+  the inference mode with the same mechanism. `graph=False` is the eager mode:
+  one launch at a time, for debugging; `sync_each_launch=True` additionally
+  waits after each launch so that a CUDA error names the kernel that raised it.
+- Outputs a user holds are never overwritten by a later step: `run()` copies
+  them to new NumPy arrays (the graph ends with device-to-host copies into
+  pinned buffers, then the run waits); `run_async()` returns new CuPy arrays
+  copied device-to-device after the replay, without waiting, and makes the
+  caller's current stream wait for them.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -49,6 +58,7 @@ from aicfc.runtime.backend import (
     ExecError,
     ExecPlan,
     Executable,
+    InputError,
     LaunchStep,
     StoreError,
 )
@@ -62,10 +72,16 @@ from aicfc.runtime.capture import (
 )
 from aicfc.runtime.cuda_abi import CallbackLaunch, CudaKernelError, Launch, describe
 from aicfc.runtime.cuda_launch import group_steps, launch_adam_group, launches_for
-from aicfc.runtime.selector import AutotuneCache, NoKernelError, Problem, select
+from aicfc.runtime.selector import Problem, refusal
 
-RESELECT_OPS = frozenset({"graph.gemm_epilogue", "graph.matmul"})
-"""Ops whose kernel the backend chooses again at load, with the device's capability."""
+GEMM_OPS = frozenset({"graph.gemm_epilogue", "graph.matmul"})
+"""Ops with several competing kernels (the autotuner times these)."""
+
+AUTOTUNE_ENV = "AICFC_AUTOTUNE_CACHE"
+DEFAULT_AUTOTUNE_CACHE = Path("~/.cache/aicfc/autotune.json")
+"""Where the autotune cache is looked for when none is given ($AICFC_AUTOTUNE_CACHE
+overrides): it is consulted only if the file exists, and changes a choice only
+where it has an entry for that op, shape bucket and device."""
 
 DTYPE_NAMES = {
     "float16": "f16",
@@ -82,12 +98,21 @@ def dtype_name(dtype: np.dtype) -> str:
     return DTYPE_NAMES.get(np.dtype(dtype).name, np.dtype(dtype).name)
 
 
+def default_autotune_cache() -> str:
+    """$AICFC_AUTOTUNE_CACHE, else ~/.cache/aicfc/autotune.json (it may not exist)."""
+    return os.environ.get(AUTOTUNE_ENV) or str(DEFAULT_AUTOTUNE_CACHE.expanduser())
+
+
 class CupyBackend(Backend):
     """The GPU runtime (CuPy, CUDA graphs). See the module docstring for the options.
 
     graph:            capture the step once and replay it (False: eager launches).
-    tf32:             allow TF32 tensor-core GEMMs (about 1e-3 relative error).
-    autotune_cache:   path of an autotune JSON file consulted when GEMMs are selected.
+    tf32:             allow TF32 tensor-core GEMMs (about 1e-3 relative error) in the
+                      programs compiled for this backend (a Program's tf32 overrides it).
+    autotune_cache:   path of an autotune JSON file (runtime/autotune.py) that
+                      aicfc-lower-exec consults; None looks in the default place
+                      (`default_autotune_cache()`), "" disables it. A missing file
+                      changes nothing.
     sync_each_launch: in eager mode, wait after every launch (errors name the kernel).
     device:           the CUDA device ordinal.
     Raises BackendUnavailable (through get_backend) when CuPy or a GPU is missing.
@@ -117,7 +142,9 @@ class CupyBackend(Backend):
         raw_name = props["name"]
         self.device_name = raw_name.decode() if isinstance(raw_name, bytes) else str(raw_name)
         self.stream = cupy.cuda.Stream(non_blocking=True)
-        self.autotune = AutotuneCache(autotune_cache) if autotune_cache else None
+        self.autotune_cache = (
+            default_autotune_cache() if autotune_cache is None else str(autotune_cache)
+        )
         self._nvmath_reason = cublaslt_mod.available()
         self._cublaslt: cublaslt_mod.CublasLt | None = None
 
@@ -158,7 +185,7 @@ class CupyBackend(Backend):
     def synchronize(self) -> None:
         self.stream.synchronize()
 
-    # --- capability and selection ----------------------------------------------
+    # --- capability and kernels --------------------------------------------------
 
     @property
     def device_key(self) -> str:
@@ -166,11 +193,25 @@ class CupyBackend(Backend):
         return f"{self.device_name} sm_{self.arch}"
 
     def capability(self) -> dict[str, object]:
+        """What the selector scores kernels against: the device, and TF32 allowed or not."""
         return {
             "arch": self.arch,
             "tf32": self.tf32,
             "tensor_core": self.arch >= 70,
-            "nvmath": self._nvmath_reason is None,
+            "cublaslt": self._nvmath_reason is None,
+        }
+
+    def runnable_capability(self) -> dict[str, object]:
+        """What this process can launch: `capability()` with TF32 wherever the chip has it
+        (a TF32 kernel in the IR is a compile-time choice, not something to refuse here)."""
+        return {**self.capability(), "tf32": self.arch >= 80}
+
+    def lower_exec_options(self) -> dict[str, object]:
+        cache = self.autotune_cache
+        return {
+            **self.capability(),
+            "autotune_cache": cache if cache and Path(cache).is_file() else "",
+            "device": self.device_key,
         }
 
     def cublaslt(self) -> cublaslt_mod.CublasLt:
@@ -182,27 +223,28 @@ class CupyBackend(Backend):
 
     def candidates(self) -> tuple[registry.KernelSpec, ...]:
         """The CUDA kernels this process can launch (library ones only with nvmath)."""
+        cap = self.runnable_capability()
         return tuple(
             k
             for k in registry.REGISTRY
-            if k.backend == "cuda" and ("library" not in k.flags or self._nvmath_reason is None)
+            if k.backend == "cuda" and all(cap.get(r) for r in k.constraints.requires)
         )
 
-    def choose(self, spec: registry.KernelSpec, problem: Problem) -> registry.KernelSpec:
-        """The kernel to run `problem`: lower-exec's `spec`, or for GEMMs the load-time choice."""
-        if spec.op not in RESELECT_OPS:
-            return spec
-        try:
-            return select(
-                problem,
-                "cuda",
-                self.capability(),
-                self.autotune,
-                self.device_key,
-                registry=self.candidates(),
-            ).spec
-        except NoKernelError as e:
-            raise CudaKernelError(f"{problem.op} {problem.input_shapes}: {e}") from None
+    def verify(self, spec: registry.KernelSpec, problem: Problem) -> None:
+        """Raise CudaKernelError if kernel `spec` (chosen by aicfc-lower-exec) cannot run
+        `problem` on this device; the backend never substitutes another kernel."""
+        why = refusal(spec, problem, self.runnable_capability())
+        if why is not None:
+            hint = (
+                f" ({self._nvmath_reason})"
+                if "cublaslt" in why and self._nvmath_reason is not None
+                else ""
+            )
+            raise CudaKernelError(
+                f'kernel "{spec.name}" cannot run {problem.op} {list(problem.input_shapes)} '
+                f"on {self.device_key}: {why}{hint}; compile the program for this backend "
+                "(aicfc.compile / Program pass its lower_exec_options() to aicfc-lower-exec)"
+            )
 
     def load(self, program: ex.ProgramOp | ExecPlan, store: BufferStore) -> CupyExecutable:
         if store.backend.name != self.name:
@@ -215,11 +257,16 @@ def _where(plan: ExecPlan, step: LaunchStep | CopyStep) -> str:
     return f"@{plan.name}" + (f" ({step.location})" if step.location else "")
 
 
+GraphKey = tuple[tuple[str, ...], bool]
+"""(the inputs copied from pinned host buffers, whether outputs are copied to the host)."""
+
+
 class CupyExecutable(Executable):
     """A program loaded on the GPU: `arrays[slot]` is each buffer's fixed device array.
 
     kernels: the registry name of every bound launch, in order (after grouping).
-    replays: how many times the captured graph has been launched.
+    replays: how many times a captured graph has been launched.
+    graphs:  the captured graphs by GraphKey (one per input/output mode used).
     """
 
     def __init__(self, backend: CupyBackend, plan: ExecPlan, store: BufferStore):
@@ -242,7 +289,9 @@ class CupyExecutable(Executable):
         }
         self.launches: list[Launch] = self._bind()
         self.kernels: tuple[str, ...] = tuple(launch.name for launch in self.launches)
-        self._graph: CapturedGraph | None = None
+        self.graphs: dict[GraphKey, CapturedGraph] = {}
+        self._warm = False
+        self._last: GraphKey = (tuple(self.inputs), True)
         self.replays = 0
         cupy.cuda.runtime.deviceSynchronize()
 
@@ -308,7 +357,11 @@ class CupyExecutable(Executable):
                 f'{where}: kernel "{step.kernel}" is a {spec.backend} kernel; lower the program '
                 "with aicfc-lower-exec{backend=cuda} to run it on the cupy backend"
             )
-        return self.backend.choose(spec, self._problem(spec, step))
+        try:
+            self.backend.verify(spec, self._problem(spec, step))
+        except CudaKernelError as e:
+            raise CudaKernelError(f"{where}: {e}") from None
+        return spec
 
     def _bind(self) -> list[Launch]:
         steps = self.plan.steps
@@ -353,15 +406,18 @@ class CupyExecutable(Executable):
 
     # --- running -------------------------------------------------------------
 
-    def _issue(self, stream: Any, sync_each: bool = False) -> None:
-        for name, pinned in self._pinned_in.items():
-            copy_to_device(self.arrays[self.inputs[name].slot], pinned, stream)
+    def _issue(
+        self, stream: Any, host_inputs: tuple[str, ...], host_outputs: bool, sync_each: bool
+    ) -> None:
+        for name in host_inputs:
+            copy_to_device(self.arrays[self.inputs[name].slot], self._pinned_in[name], stream)
         for launch in self.launches:
             launch(stream)
             if sync_each:
                 self._wait(launch)
-        for name, slot in self.plan.outputs:
-            copy_to_host(self._pinned_out[name], self.arrays[slot], stream)
+        if host_outputs:
+            for name, slot in self.plan.outputs:
+                copy_to_host(self._pinned_out[name], self.arrays[slot], stream)
 
     def _wait(self, launch: Launch | None = None) -> None:
         try:
@@ -375,42 +431,114 @@ class CupyExecutable(Executable):
                 "name the kernel)"
             ) from None
 
-    def _execute(self) -> None:
+    def _execute(self, key: GraphKey) -> None:
         stream = self.backend.stream
+        host_inputs, host_outputs = key
+        self._last = key
         if not self.backend.graph:
-            self._issue(stream, self.backend.sync_each_launch)
-        elif self._graph is None:
-            self._issue(stream)  # the warm-up is the first real step, run eagerly
+            self._issue(stream, host_inputs, host_outputs, self.backend.sync_each_launch)
+        elif not self._warm:
+            self._issue(stream, host_inputs, host_outputs, False)  # the warm-up is a real step
             self._wait()
-            self._graph = capture(self._issue, stream, f"@{self.plan.name}")
+            self._warm = True
+            self.graphs[key] = self._capture(key)
         else:
-            self._graph.launch(stream)
+            if key not in self.graphs:
+                self.graphs[key] = self._capture(key)
+            self.graphs[key].launch(stream)
             self.replays += 1
+
+    def _capture(self, key: GraphKey) -> CapturedGraph:
+        host_inputs, host_outputs = key
+        return capture(
+            lambda stream: self._issue(stream, host_inputs, host_outputs, False),
+            self.backend.stream,
+            f"@{self.plan.name}",
+        )
 
     @property
     def captured(self) -> bool:
         """True once the step has been captured as a CUDA graph."""
-        return self._graph is not None
+        return bool(self.graphs)
+
+    def _stage(self, inputs: Mapping[str, Any]) -> tuple[str, ...]:
+        """Check `inputs`, fill the pinned buffers of the host ones and enqueue the
+        device-to-device copies of the device ones; returns the host inputs' names."""
+        import cupy
+
+        as_cupy = {
+            n: cupy.asarray(a)
+            if hasattr(a, "__cuda_array_interface__") and not isinstance(a, cupy.ndarray)
+            else a
+            for n, a in inputs.items()
+        }
+        checked = self.check_inputs(as_cupy)
+        host = {n: a for n, a in checked.items() if not isinstance(a, cupy.ndarray)}
+        device = {n: a for n, a in checked.items() if isinstance(a, cupy.ndarray)}
+        stream = self.backend.stream
+        if host:
+            stream.synchronize()  # an earlier replay may still read the pinned inputs
+            for name, arr in host.items():
+                np.copyto(self._pinned_in[name].array, arr)
+        if device:
+            for name, arr in device.items():
+                if arr.device.id != self.backend.device.id:
+                    raise InputError(
+                        f'@{self.plan.name}: input "{name}" is on GPU {arr.device.id}, the '
+                        f"program on GPU {self.backend.device.id}"
+                    )
+            sources = {
+                n: a if a.flags.c_contiguous else cupy.ascontiguousarray(a)
+                for n, a in device.items()
+            }
+            # The caller's work on the inputs (its current stream) comes first.
+            stream.wait_event(cupy.cuda.get_current_stream().record())
+            for name, src in sources.items():
+                dst = self.arrays[self.inputs[name].slot]
+                if src.data.ptr != dst.data.ptr:
+                    copy_on_device(dst, src, stream)
+        return tuple(n for n in self.inputs if n in host)
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        checked = self.check_inputs(inputs)
-        self.backend.stream.synchronize()  # an earlier replay() may still read the pinned inputs
-        for name, arr in checked.items():
-            np.copyto(self._pinned_in[name].array, arr)
-        self._execute()
+        """One step; inputs are NumPy or CuPy arrays. Waits, returns new NumPy outputs."""
+        host_inputs = self._stage(inputs)
+        self._execute((host_inputs, True))
         self._wait()
         return {name: pinned.array.copy() for name, pinned in self._pinned_out.items()}
 
-    def replay(self, count: int = 1) -> None:
-        """Launch the step `count` times on the inputs of the last `run()`, without waiting.
+    def run_async(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """One step without waiting; returns each output as a new CuPy array.
 
-        For benchmarks: outputs land in the pinned buffers and are not returned;
-        call `backend.synchronize()` before reading anything. Needs one `run()` first.
+        The copies are made on the backend's stream after the step, and the
+        caller's current stream waits for them, so work queued there reads the
+        finished values; a later step never changes them.
         """
-        if self.backend.graph and self._graph is None:
+        import cupy
+
+        host_inputs = self._stage(inputs)
+        self._execute((host_inputs, False))
+        stream = self.backend.stream
+        outs: dict[str, Any] = {}
+        with stream:
+            for name, slot in self.plan.outputs:
+                src = self.arrays[slot]
+                outs[name] = cupy.empty(src.shape, src.dtype)
+                copy_on_device(outs[name], src, stream)
+        cupy.cuda.get_current_stream().wait_event(stream.record())
+        return outs
+
+    def replay(self, count: int = 1) -> None:
+        """Launch the step `count` times on the inputs of the last run, without waiting.
+
+        For benchmarks: the inputs are what the fixed (device) or pinned (host)
+        input buffers hold; outputs land in the program's buffers and are not
+        returned; call `backend.synchronize()` before reading anything. Needs
+        one `run()` or `run_async()` first (it captures).
+        """
+        if self.backend.graph and not self.graphs:
             raise ExecError(f"@{self.plan.name}: replay() needs one run() first (it captures)")
         for _ in range(count):
-            self._execute()
+            self._execute(self._last)
 
     def buffer(self, name: str) -> Any:
         slot = self._slots.get(name)

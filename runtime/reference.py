@@ -233,6 +233,15 @@ def cross_entropy_grad(logits: Array, labels: Array, dloss: Array) -> tuple[Arra
     return ((g * (dloss / n)).astype(logits.dtype),)
 
 
+def cross_entropy_with_grad(
+    logits: Array, labels: Array, dloss: Array
+) -> tuple[Array, Array, Array]:
+    """(cross_entropy, cross_entropy_grad, the column sum of that gradient): the fused op
+    of aicfc-fuse; a result the op does not have is dropped by the caller."""
+    grad = cross_entropy_grad(logits, labels, dloss)[0]
+    return cross_entropy(logits, labels)[0], grad, np.sum(grad, axis=0).astype(grad.dtype)
+
+
 def mse_loss_grad(pred: Array, target: Array, dloss: Array) -> tuple[Array]:
     return ((2 * (pred - target) * (dloss / pred.size)).astype(pred.dtype),)
 
@@ -325,6 +334,7 @@ REFERENCE: dict[str, RefFn] = {
     "autodiff.tanh_grad": tanh_grad,
     "autodiff.softmax_grad": softmax_grad,
     "autodiff.cross_entropy_grad": cross_entropy_grad,
+    "autodiff.cross_entropy_with_grad": cross_entropy_with_grad,
     "autodiff.mse_loss_grad": mse_loss_grad,
     "autodiff.dropout_grad": dropout_grad,
     "autodiff.epilogue_grad": epilogue_grad,

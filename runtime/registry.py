@@ -58,18 +58,21 @@ class Constraints:
     min_mnk:        smallest (M, N, K) of a GEMM kernel (operands 0 and 1 are
                     op(A) [M, K] and op(B) [K, N] after `transpose_a/b`).
     mnk_multiple:   M, N and K must be multiples of this (tensor-core tiles).
+    max_short_side: a skinny-GEMM kernel: the smallest of M, N and K must be at
+                    most this (0 = no limit).
     min_numel / max_numel: bounds on the element count of result #0.
     activations:    allowed values of the `act` parameter (None = any).
     operand_dtypes: (operand index, allowed dtypes) for operands whose dtype is
                     not the kernel dtype (e.g. cross-entropy labels).
     param_values:   (parameter, allowed values) for any other scalar parameter.
     min_arch:       smallest compute capability, as an int (80 = sm_80).
-    requires:       capability keys that must be truthy (e.g. "tf32", "nvmath").
+    requires:       capability keys that must be truthy (e.g. "tf32", "cublaslt").
     """
 
     alignment: int = 1
     min_mnk: tuple[int, int, int] = (0, 0, 0)
     mnk_multiple: int = 1
+    max_short_side: int = 0
     min_numel: int = 0
     max_numel: int | None = None
     activations: tuple[str, ...] | None = None
@@ -81,7 +84,7 @@ class Constraints:
     @property
     def is_gemm(self) -> bool:
         """True when M, N, K constraints apply (the kernel is a GEMM)."""
-        return self.min_mnk != (0, 0, 0) or self.mnk_multiple != 1
+        return self.min_mnk != (0, 0, 0) or self.mnk_multiple != 1 or self.max_short_side > 0
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,7 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("autodiff.tanh_grad", _FLOATS, Constraints()),
     ("autodiff.softmax_grad", _FLOATS, Constraints()),
     ("autodiff.cross_entropy_grad", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
+    ("autodiff.cross_entropy_with_grad", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
     ("autodiff.mse_loss_grad", _FLOATS, Constraints()),
     ("autodiff.dropout_grad", _FLOATS, Constraints(operand_dtypes=((1, ("i64",)),))),
     ("autodiff.epilogue_grad", _FLOATS, Constraints(activations=("relu", "gelu"))),

@@ -10,12 +10,17 @@ builds and uploads at load (permute strides, the multi-tensor list). Kernels fla
 "library" call cuBLASLt through nvmath-python and have no source.
 
 GEMM entries come in one per (transpose_a, transpose_b) pair (symbol suffixes
-_nn, _nt, _tn, _tt). Selection among them (runtime/selector.py rules): strict fp32
-uses cuBLASLt where its 16-byte row alignment holds (priority 10), else our own
-SIMT kernels (the 128x128 tile only from 512x512 up); TF32 kernels are refused
+_nn, _nt, _tn, _tt). Selection among them (runtime/selector.py rules): small
+products go to our latency kernels of gemm_small.cu, the skinny one where a side
+is at most 32 (a 10-wide layer: N = 10 forward, M = 10 for its dW, K = 10 for its
+dX) and the split-K one where the result has at most 2^18 elements; larger ones
+to cuBLASLt (needs capability "cublaslt": nvmath-python importable), else our own
+SIMT kernels (the 128x128 tile only from 512x512 up). TF32 kernels are refused
 unless the compile allows TF32 (`requires=("tf32",)`), and then outscore the rest
-(tensor cores). cuBLASLt's GELU epilogue is the tanh approximation, not the exact
-erf GELU of graph.gelu, so cuBLASLt entries refuse act=gelu.
+where the product fills their tiles. cuBLASLt's GELU epilogue is the tanh
+approximation, not the exact erf GELU of graph.gelu, so cuBLASLt entries refuse
+act=gelu. cuBLASLt has no row-alignment constraint: the GPU tests run it on rows
+of 524 bytes (K = 131) and 40 bytes (N = 10) within the fp32 tolerance.
 
 Imports nothing but the registry's dataclasses.
 """
@@ -29,6 +34,12 @@ _LABELS = ((1, ("i32", "i64")),)
 _I64_OFFSET = ((1, ("i64",)),)
 _PAIRS = {"nn": (False, False), "nt": (False, True), "tn": (True, False), "tt": (True, True)}
 _GEMM_ABI = (("M", "int32_t"), ("N", "int32_t"), ("K", "int32_t"), ("act", "int32_t"))
+_SKINNY_ABI = (*_GEMM_ABI, ("mode", "int32_t"))
+_SPLIT_K_ABI = (*_GEMM_ABI, ("splits", "int32_t"), ("k_chunk", "int32_t"))
+SKINNY_SIDE = 32
+"""The skinny kernel's short side (M, N or K) is at most this (one warp's lanes)."""
+SPLIT_K_MAX_OUTPUTS = 1 << 18
+"""The split-K kernel's 32x32 tiles suit results up to this many elements."""
 _ACTS = ("none", "relu", "gelu")
 _GEMM_OPS = ("graph.gemm_epilogue", "graph.matmul")
 
@@ -44,6 +55,7 @@ def _gemm_family(
     constraints: Constraints,
     priority: int,
     source: str = "gemm.cu",
+    abi: tuple[tuple[str, str], ...] = _GEMM_ABI,
 ) -> list[KernelSpec]:
     return [
         KernelSpec(
@@ -54,7 +66,7 @@ def _gemm_family(
             transposes=(pair,),
             constraints=constraints,
             flags=flags | ({"fused"} if op == "graph.gemm_epilogue" else frozenset()),
-            abi=_GEMM_ABI,
+            abi=abi,
             source=source,
             symbol=f"{symbol}_{suffix}",
             priority=priority,
@@ -81,6 +93,24 @@ _GEMMS = (
         0,
         source="gemm_tf32.cu",
     )
+    + _gemm_family(
+        "skinny",
+        "aicfc_gemm_skinny_f32",
+        frozenset({"skinny"}),
+        Constraints(activations=_ACTS, max_short_side=SKINNY_SIDE),
+        0,
+        source="gemm_small.cu",
+        abi=_SKINNY_ABI,
+    )
+    + _gemm_family(
+        "splitk",
+        "aicfc_gemm_splitk_f32",
+        frozenset({"split_k", "workspace"}),
+        Constraints(activations=_ACTS, max_numel=SPLIT_K_MAX_OUTPUTS),
+        0,
+        source="gemm_small.cu",
+        abi=_SPLIT_K_ABI,
+    )
 )
 
 _CUBLASLT = tuple(
@@ -91,9 +121,8 @@ _CUBLASLT = tuple(
         dtypes=F32,
         constraints=Constraints(
             activations=("none", "relu"),
-            alignment=16,
             min_arch=80 if prec == "tf32" else 0,
-            requires=("tf32",) if prec == "tf32" else (),
+            requires=("cublaslt", "tf32") if prec == "tf32" else ("cublaslt",),
         ),
         flags=frozenset(
             {"library", "cublaslt"}
@@ -247,6 +276,18 @@ _LOSSES = (
             f"aicfc_cross_entropy_grad_f32_{lt}",
             _NC,
             constraints=Constraints(operand_dtypes=((1, (lt,)),)),
+        )
+        for lt in ("i32", "i64")
+    ]
+    + [
+        _k(
+            f"cross_entropy_with_grad_f32_{lt}",
+            "autodiff.cross_entropy_with_grad",
+            "loss.cu",
+            f"aicfc_cross_entropy_with_grad_f32_{lt}",
+            _NC,
+            constraints=Constraints(operand_dtypes=((1, (lt,)),)),
+            flags=("workspace", "fused"),
         )
         for lt in ("i32", "i64")
     ]

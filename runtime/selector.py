@@ -1,7 +1,9 @@
 """Kernel selection: hard rules refuse, soft rules score, an autotune cache may override.
 
 For one op instance (a `Problem`: op, dtype, shapes, scalar parameters) and a
-device `capability` dict (e.g. {"arch": 90, "tf32": False, "tensor_core": True}),
+device `capability` dict (e.g. {"arch": 90, "tf32": False, "tensor_core": True,
+"cublaslt": True}; the backend reports its own, runtime/backend.py
+`Backend.lower_exec_options`),
 every registered candidate is first checked against its `Constraints` (dtype,
 layout, transposes, activations, alignment, minimum sizes, arch, required
 capabilities); a refusal says why. The survivors are scored by `SCORE_RULES`
@@ -27,9 +29,18 @@ Capability = Mapping[str, object]
 
 DEFAULT_CAPABILITY: dict[str, dict[str, object]] = {
     "numpy": {},
-    "cuda": {"arch": 90, "tf32": False, "tensor_core": True},
+    "cuda": {"arch": 90, "tf32": False, "tensor_core": True, "cublaslt": True},
 }
-"""The capability assumed when none is given (H100/H200-class GPU for cuda)."""
+"""The capability assumed when none is given (H100/H200-class GPU with nvmath-python's
+cuBLASLt for cuda)."""
+
+TENSOR_TILE = 64
+"""A tensor-core kernel earns its bonus only when M and N both reach this: a 10-wide
+layer would leave its 128x128 (WMMA) or 64-wide (cuBLASLt) MMA tiles mostly empty."""
+
+SMALL_GEMM_MACS = 1 << 26
+"""Products up to this many multiply-adds (M*N*K) are "small": latency-bound, where
+a kernel that spreads them over many blocks (skinny, split-K) beats a tiled one."""
 
 _ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i1": 1, "i32": 4, "i64": 8}
 
@@ -65,6 +76,11 @@ class Problem:
         m, k = (a[1], a[0]) if self.param("transpose_a") else a
         n = b[0] if self.param("transpose_b") else b[1]
         return m, n, k
+
+    def macs(self) -> int | None:
+        """M*N*K of a GEMM-like problem, or None if operands 0 and 1 are not matrices."""
+        mnk = self.mnk()
+        return None if mnk is None else mnk[0] * mnk[1] * mnk[2]
 
     def numel(self) -> int:
         n = 1
@@ -109,6 +125,8 @@ def refusal(spec: KernelSpec, problem: Problem, capability: Capability) -> str |
             return f"(M, N, K) = {mnk} below the minimum {c.min_mnk}"
         if any(d % c.mnk_multiple for d in mnk):
             return f"(M, N, K) = {mnk} not multiples of {c.mnk_multiple}"
+        if c.max_short_side and min(mnk) > c.max_short_side:
+            return f"(M, N, K) = {mnk} has no side of at most {c.max_short_side} (not skinny)"
     n = problem.numel()
     if n < c.min_numel or (c.max_numel is not None and n > c.max_numel):
         return f"{n} elements outside [{c.min_numel}, {c.max_numel}]"
@@ -137,16 +155,43 @@ class ScoreRule:
     applies: Callable[[KernelSpec, Problem, Capability], bool]
 
 
+def _fills_tensor_tiles(p: Problem) -> bool:
+    mnk = p.mnk()
+    return mnk is None or (mnk[0] >= TENSOR_TILE and mnk[1] >= TENSOR_TILE)
+
+
+def _small(p: Problem) -> bool:
+    macs = p.macs()
+    return macs is not None and macs <= SMALL_GEMM_MACS
+
+
 SCORE_RULES: tuple[ScoreRule, ...] = (
     ScoreRule(
-        "tensor cores on a tensor-core device",
+        "tensor cores on a tensor-core device, for a product that fills their tiles",
         20,
-        lambda s, p, cap: "tensor_core" in s.flags and bool(cap.get("tensor_core")),
+        lambda s, p, cap: (
+            "tensor_core" in s.flags and bool(cap.get("tensor_core")) and _fills_tensor_tiles(p)
+        ),
     ),
     ScoreRule(
-        "TF32 allowed for an f32 tensor-core kernel",
+        "TF32 allowed for an f32 tensor-core kernel whose tiles are filled",
         5,
-        lambda s, p, cap: "tf32" in s.flags and bool(cap.get("tf32")),
+        lambda s, p, cap: "tf32" in s.flags and bool(cap.get("tf32")) and _fills_tensor_tiles(p),
+    ),
+    ScoreRule(
+        "skinny kernel for a small skinny product (one side <= 32)",
+        16,
+        lambda s, p, cap: "skinny" in s.flags and _small(p),
+    ),
+    ScoreRule(
+        "split-K kernel for a small product (many blocks where tiles would be few)",
+        10,
+        lambda s, p, cap: "split_k" in s.flags and _small(p),
+    ),
+    ScoreRule(
+        "vendor library (cuBLASLt's tuned kernels)",
+        8,
+        lambda s, p, cap: "library" in s.flags,
     ),
     ScoreRule(
         "specialised: its alignment requirement holds",
@@ -165,7 +210,11 @@ SCORE_RULES: tuple[ScoreRule, ...] = (
     ),
 )
 """Soft rules, applied only to kernels that passed `refusal` (so a specialised
-kernel whose constraints hold beats a generic one)."""
+kernel whose constraints hold beats a generic one). With the CUDA registry, strict
+fp32: small skinny products go to the skinny kernel (16 + 4 + 2), other small ones
+to split-K (10 + 2) over cuBLASLt (8 + 2, priority 10), large ones to cuBLASLt over
+our 128x128 tile (4 + 2); with TF32 allowed, products that fill the tensor-core
+tiles go to cuBLASLt TF32 (20 + 5 + 8 + 2) or, without nvmath, our WMMA kernel."""
 
 
 def score(spec: KernelSpec, problem: Problem, capability: Capability) -> int:
@@ -218,6 +267,12 @@ class AutotuneCache:
         if target is None:
             raise ValueError("autotune cache: no path to save to")
         target.write_text(json.dumps({"version": self.VERSION, "entries": self.entries}, indent=1))
+
+
+def autotune_device(device: str, capability: Capability) -> str:
+    """The device part of an autotune key: `device`, plus " tf32" when TF32 is allowed
+    (a measurement with TF32 kernels in the race must not decide a strict-fp32 compile)."""
+    return f"{device} tf32" if capability.get("tf32") else device
 
 
 class NoKernelError(LookupError):
@@ -275,7 +330,7 @@ def select(
     if not feasible:
         raise NoKernelError(problem, backend, refused)
     if autotune is not None:
-        tuned = autotune.lookup(problem, device)
+        tuned = autotune.lookup(problem, autotune_device(device, cap))
         for s, spec in feasible:
             if spec.name == tuned:
                 return Selection(spec, s, "autotune", tuple(refused))

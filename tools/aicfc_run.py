@@ -42,7 +42,7 @@ from xdsl.utils.exceptions import DiagnosticException, PassFailedException
 
 from aicfc.context import make_context
 from aicfc.dialects import exec as ex
-from aicfc.dialects.autodiff import CrossEntropyGradOp
+from aicfc.dialects.autodiff import CrossEntropyGradOp, CrossEntropyWithGradOp
 from aicfc.dialects.graph import CrossEntropyOp
 from aicfc.dialects.roles import arg_name
 from aicfc.execute import LoadedFunction
@@ -56,13 +56,16 @@ class RunError(Exception):
 
 
 def _implements_cross_entropy(launch: ex.LaunchOp) -> bool:
-    """True if the launch's registry entry implements graph.cross_entropy (or its grad)."""
+    """True if the launch's registry entry implements graph.cross_entropy (or its grad, or
+    both fused)."""
     try:
         op_name = registry.get(launch.kernel_name).op
     except registry.UnknownKernelError:
         return False
     cls = make_context().get_optional_op(op_name)
-    return cls is not None and issubclass(cls, CrossEntropyOp | CrossEntropyGradOp)
+    return cls is not None and issubclass(
+        cls, CrossEntropyOp | CrossEntropyGradOp | CrossEntropyWithGradOp
+    )
 
 
 def label_classes(module: ModuleOp) -> dict[str, int]:

@@ -15,6 +15,14 @@ ceilings used in BENCHMARKS.md: a device-to-device copy (bytes read + written)
 and cuBLAS's 8192^3 product in strict fp32 (CuPy's matmul); the TF32 ceiling is
 the cuBLASLt TF32 row of the largest size.
 
+`--small` instead times the eight products of the small MLP train step
+(batch 128, 784-256-256-10) in their own transposes, each variant that can
+run them (our skinny and split-K kernels of gemm_small.cu, our 64x64 tile,
+cuBLASLt strict fp32, including the 10-wide layer's 40-byte rows), with 50
+launches captured in one CUDA graph per timing (device time per launch, the
+way a replayed step runs them, not Python's launch rate), and shows the
+selector's rule choice next to them.
+
 Not a test: a tool that prints a table (seed 003 §2).
 """
 
@@ -29,6 +37,8 @@ from typing import Any
 import numpy as np
 
 VARIANTS = {
+    "own skinny": "cuda.gemm_epilogue_skinny_nt",
+    "own split-K": "cuda.gemm_epilogue_splitk_nt",
     "own f32 s64": "cuda.gemm_epilogue_f32_s64_nt",
     "own f32 128": "cuda.gemm_epilogue_f32_nt",
     "own tf32 wmma": "cuda.gemm_epilogue_tf32_nt",
@@ -157,6 +167,95 @@ class Ctx:
         return self._lt
 
 
+SMALL_PRODUCTS = [
+    # name, M, N, K, transpose_a, transpose_b, act (None: graph.matmul)
+    ("fwd1 relu(X W1^T + b)", 128, 256, 784, False, True, "relu"),
+    ("fwd2 relu(H W2^T + b)", 128, 256, 256, False, True, "relu"),
+    ("fwd3 H W3^T + b (N=10)", 128, 10, 256, False, True, "none"),
+    ("dX3 = dY W3 (K=10)", 128, 256, 10, False, False, None),
+    ("dW3 = dY^T H (M=10)", 10, 256, 128, True, False, None),
+    ("dX2 = dZ W2", 128, 256, 256, False, False, None),
+    ("dW2 = dZ^T H", 256, 256, 128, True, False, None),
+    ("dW1 = dZ^T X", 256, 784, 128, True, False, None),
+]
+SMALL_VARIANTS = {
+    "skinny": "cuda.{op}_skinny_{pair}",
+    "split-K": "cuda.{op}_splitk_{pair}",
+    "own s64": "cuda.{op}_f32_s64_{pair}",
+    "cuBLASLt f32": "cuda.{op}_cublaslt_f32",
+}
+
+
+def small_products(ctx: Any) -> list[tuple[str, str, dict[str, Any]]]:
+    """Every variant of each small-config product, graph-timed, with its error."""
+    import cupy
+
+    from aicfc.runtime import cuda_launch, registry
+    from aicfc.runtime.autotune import time_launches
+    from aicfc.runtime.selector import DEFAULT_CAPABILITY, Problem, refusal, select
+
+    rows: list[tuple[str, str, dict[str, Any]]] = []
+    for name, m, n, k, ta, tb, act in SMALL_PRODUCTS:
+        op = "matmul" if act is None else "gemm_epilogue"
+        pair = ("t" if ta else "n") + ("t" if tb else "n")
+        rng = cupy.random.default_rng(m + 3 * n + 7 * k)
+        a = rng.standard_normal((k, m) if ta else (m, k), dtype=np.float32)
+        b = rng.standard_normal((n, k) if tb else (k, n), dtype=np.float32)
+        bias = rng.standard_normal(n, dtype=np.float32)
+        ins = [a, b] if act is None else [a, b, bias]
+        params: dict[str, Any] = {"transpose_a": ta, "transpose_b": tb}
+        if act is not None:
+            params["act"] = act
+        ref = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64)
+        if act is not None:
+            ref = ref + bias
+            ref = cupy.maximum(ref, 0.0) if act == "relu" else ref
+        problem = Problem(
+            f"graph.{op}",
+            "f32",
+            tuple(x.shape for x in ins),
+            ((m, n),),
+            ("f32",) * len(ins),
+            params,
+        )
+        rule = select(problem, "cuda", DEFAULT_CAPABILITY["cuda"]).spec.name
+        for label, pattern in SMALL_VARIANTS.items():
+            kernel = pattern.format(op=op, pair=pair)
+            spec = registry.get(kernel)
+            why = refusal(spec, problem, DEFAULT_CAPABILITY["cuda"])
+            if why is not None:
+                rows.append((name, label, {"error": f"refused: {why}"}))
+                continue
+            try:
+                y = cupy.full((m, n), np.nan, dtype=np.float32)
+                launches = cuda_launch.launches_for(spec, ins, [y], params, ctx)
+                cupy.cuda.runtime.deviceSynchronize()
+                t = time_launches(launches, ctx.stream, 50)
+                ctx.stream.synchronize()
+                rel = float(cupy.linalg.norm(y - ref) / cupy.linalg.norm(ref))
+                rows.append(
+                    (
+                        name,
+                        label,
+                        {"seconds": t, "rel_err": rel, "rule": kernel == rule, "kernel": kernel},
+                    )
+                )
+            except Exception as e:  # a variant that cannot run here is reported, not fatal
+                rows.append((name, label, {"error": f"{type(e).__name__}: {e}"}))
+    return rows
+
+
+def print_small(rows: list[tuple[str, str, dict[str, Any]]]) -> None:
+    print("Small-config products, graph-timed (50 launches per replay); * = the rules' choice")
+    print(f"{'product':>26} {'variant':>13} {'us':>8} {'rel err':>9}")
+    for name, label, r in rows:
+        if "error" in r:
+            print(f"{name:>26} {label:>13}  {r['error'][:70]}")
+            continue
+        mark = "*" if r["rule"] else " "
+        print(f"{name:>26} {label:>13} {r['seconds'] * 1e6:>7.2f}{mark} {r['rel_err']:>9.1e}")
+
+
 def parse_sizes(text: str) -> list[tuple[int, int, int]]:
     sizes = []
     for item in text.split(","):
@@ -170,9 +269,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write all numbers to this JSON file")
     parser.add_argument("--sizes", help="comma-separated MxNxK (default: the sweep in the source)")
     parser.add_argument("--no-ceilings", action="store_true", help="skip the ceiling measurements")
+    parser.add_argument(
+        "--small", action="store_true", help="only the small train step's products, graph-timed"
+    )
     args = parser.parse_args(argv)
     sizes = parse_sizes(args.sizes) if args.sizes else DEFAULT_SIZES
     ctx = Ctx()
+    if args.small:
+        small = small_products(ctx)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump([{"product": p, "variant": v, **r} for p, v, r in small], f, indent=1)
+        print_small(small)
+        return 0
     result: dict[str, Any] = {"sizes": [], "ceilings": {} if args.no_ceilings else ceilings()}
     rows = []
     for m, n, k in sizes:

@@ -12,6 +12,9 @@ matrix products, fp32 everywhere else).
 
 Frameworks, one process, one GPU, the same data:
     aicfc-graph     aicfc.Program on CupyBackend: the whole step is one CUDA graph
+                    (kernels by the selector's rules; no autotune cache)
+    aicfc-tuned     the same after runtime/autotune.py timed every GEMM candidate of
+                    the step and the program was compiled with that cache
     aicfc-eager     the same program launched kernel by kernel (CupyBackend(graph=False))
     torch-eager     torch.nn + F.cross_entropy + torch.optim.Adam(fused=True)
     torch-graph     the same, captured by hand in a torch.cuda.CUDAGraph (Adam capturable=True)
@@ -22,10 +25,16 @@ Timing: after warm-up, `steps` consecutive steps are enqueued with the inputs
 already on the device and the time to finish them is measured (CUDA events;
 for JAX a host clock around the batch and block_until_ready); the table shows
 the median over 5 such batches, divided by `steps` (the device's per-step
-throughput latency). For aicfc the table also shows `step()` (one synchronous
-`Executable.run` with host inputs copied in and the loss copied out), the
-latency a training loop sees. Each row also gives the step's counted FLOPs
-and minimum bytes, and the floor they imply at the measured ceilings.
+throughput latency). For aicfc that is `Executable.replay()` of the graph
+captured by `step(x_dev, y_dev, sync=False)`: the batch stays in the program's
+input buffers, as the peers' batch stays in theirs. The table also shows, for
+aicfc, `step(dev)`: a loop of `Program.step(x_dev, y_dev, sync=False)` (the
+device-to-device input copies, the replay, the loss copied to a new device
+scalar and Python's work per step, timed the same way), and `step()`: one
+synchronous `Executable.run` with host inputs copied in and the loss copied
+out, the latency of a loop that reads every loss. Each row also gives the
+step's counted FLOPs and minimum bytes, and the floor they imply at the
+measured ceilings.
 
 Not a test: a tool that prints a table.
 """
@@ -54,6 +63,7 @@ CONFIGS = {
 }
 FRAMEWORKS = (
     "aicfc-graph",
+    "aicfc-tuned",
     "aicfc-eager",
     "torch-eager",
     "torch-graph",
@@ -152,7 +162,9 @@ def torch_timer(enqueue: Callable[[], None], steps: int) -> list[float]:
 # ----------------------------------------------------------------------------
 
 
-def aicfc_program(widths: tuple[int, ...], tf32: bool, graph: bool) -> Any:
+def aicfc_program(
+    widths: tuple[int, ...], tf32: bool, graph: bool, autotune_cache: str = ""
+) -> Any:
     from aicfc import nn, optim
     from aicfc.program import Program
     from aicfc.runtime.cupy_backend import CupyBackend
@@ -164,20 +176,26 @@ def aicfc_program(widths: tuple[int, ...], tf32: bool, graph: bool) -> Any:
         layers.append(lin)
         if i < len(widths) - 2:
             layers.append(nn.ReLU())
-    backend = CupyBackend(graph=graph, tf32=tf32)
+    backend = CupyBackend(graph=graph, tf32=tf32, autotune_cache=autotune_cache)
     return Program(nn.Sequential(*layers), "cross_entropy", optim.Adam(lr=LR), backend)
 
 
-def bench_aicfc(config: str, tf32: bool, graph: bool) -> dict[str, Any]:
+def bench_aicfc(config: str, tf32: bool, graph: bool, autotune_cache: str = "") -> dict[str, Any]:
+    import cupy
+
     batch, widths = CONFIGS[config]
     x, y = make_data(batch, widths)
-    prog = aicfc_program(widths, tf32, graph)
-    losses = [prog.step(x, y) for _ in range(3)]  # compile, warm up (eager), capture
+    xd, yd = cupy.asarray(x), cupy.asarray(y)
+    prog = aicfc_program(widths, tf32, graph, autotune_cache)
+    # compile, warm up (eager), capture the device-input graph
+    losses = [float(prog.step(xd, yd, sync=False)) for _ in range(3)]
     exe = prog.executable()
     stream = prog.backend.stream
     steps = steps_for(config)
     samples = cupy_timer(lambda: exe.replay(1), stream, steps)
+    loop = cupy_timer(lambda: prog.step(xd, yd, sync=False), stream, steps)
     inputs = {"x": x, "y": y}
+    exe.run(inputs)
     sync = []
     for _ in range(min(steps, 50)):
         t0 = time.perf_counter()
@@ -186,6 +204,7 @@ def bench_aicfc(config: str, tf32: bool, graph: bool) -> dict[str, Any]:
     return {
         "seconds": statistics.median(samples),
         "samples": samples,
+        "device_loop_seconds": statistics.median(loop),
         "step_seconds": statistics.median(sync),
         "kernels": list(exe.kernels),
         "launches": len(exe.kernels),
@@ -193,39 +212,71 @@ def bench_aicfc(config: str, tf32: bool, graph: bool) -> dict[str, Any]:
     }
 
 
+def bench_aicfc_tuned(config: str, tf32: bool) -> dict[str, Any]:
+    """Tune the step's GEMMs (runtime/autotune.py), then measure a program compiled with it."""
+    import tempfile
+
+    from aicfc.runtime import autotune
+
+    batch, widths = CONFIGS[config]
+    x, y = make_data(batch, widths)
+    path = os.environ.get("AICFC_BENCH_AUTOTUNE") or os.path.join(
+        tempfile.mkdtemp(), "autotune.json"
+    )
+    prog = aicfc_program(widths, tf32, True)
+    prog.step(x, y)
+    t0 = time.perf_counter()
+    tuned = autotune.tune_executable(prog.executable(), path, repeats=20)
+    row = bench_aicfc(config, tf32, True, path)
+    row["tune_seconds"] = time.perf_counter() - t0
+    row["tuned"] = [
+        {
+            "op": r.op,
+            "bucket": r.bucket,
+            "kernel": r.kernel,
+            "us": {k: v * 1e6 for k, v in r.seconds.items()},
+        }
+        for r in tuned
+    ]
+    return row
+
+
 def profile_aicfc(config: str, tf32: bool, rounds: int = 20) -> list[tuple[str, float]]:
     """Median device microseconds of each node of the aicfc step, in order.
 
-    The nodes are issued eagerly behind a 4096^3 product that keeps the GPU busy
-    while Python enqueues them, so they run back to back as in a graph and the
-    events between them measure each node (plus its share of launch latency).
+    The step as `step(x_dev, y_dev, sync=False)` runs it: the device-to-device
+    input copies, every launch, the loss copied to a new device scalar. The nodes
+    are issued eagerly behind a 4096^3 product that keeps the GPU busy while
+    Python enqueues them, so they run back to back as in a graph and the events
+    between them measure each node (plus its share of launch latency).
     """
     import cupy
 
-    from aicfc.runtime.capture import copy_to_device, copy_to_host
+    from aicfc.runtime.capture import copy_on_device
 
     batch, widths = CONFIGS[config]
     x, y = make_data(batch, widths)
     prog = aicfc_program(widths, tf32, graph=False)
-    prog.step(x, y)
+    xd, yd = cupy.asarray(x), cupy.asarray(y.astype(np.int32))
+    prog.step(xd, yd)
     exe = prog.executable()
     stream = prog.backend.stream
     big = cupy.random.standard_normal((4096, 4096), dtype=np.float32)
-    names = ["inputs H2D"] + [la.name for la in exe.launches] + ["outputs D2H"]
+    loss_out = cupy.empty((), np.float32)
+    names = ["inputs D2D"] + [la.name for la in exe.launches] + ["loss D2D"]
     samples: list[list[float]] = [[] for _ in names]
     for _ in range(rounds):
         events = [cupy.cuda.Event() for _ in range(len(names) + 1)]
         with stream:
             cupy.matmul(big, big)
         events[0].record(stream)
-        for name, pinned in exe._pinned_in.items():
-            copy_to_device(exe.arrays[exe.inputs[name].slot], pinned, stream)
+        copy_on_device(exe.buffer("x"), xd, stream)
+        copy_on_device(exe.buffer("y"), yd, stream)
         events[1].record(stream)
         for k, la in enumerate(exe.launches):
             la(stream)
             events[k + 2].record(stream)
-        for name, slot in exe.plan.outputs:
-            copy_to_host(exe._pinned_out[name], exe.arrays[slot], stream)
+        copy_on_device(loss_out, exe.arrays[dict(exe.plan.outputs)["loss"]], stream)
         events[-1].record(stream)
         events[-1].synchronize()
         for k in range(len(names)):
@@ -373,6 +424,7 @@ def bench_jax(config: str, tf32: bool) -> dict[str, Any]:
 
 RUNNERS: dict[str, Callable[[str, bool], dict[str, Any]]] = {
     "aicfc-graph": lambda c, t: bench_aicfc(c, t, graph=True),
+    "aicfc-tuned": bench_aicfc_tuned,
     "aicfc-eager": lambda c, t: bench_aicfc(c, t, graph=False),
     "torch-eager": lambda c, t: bench_torch(c, t, "eager"),
     "torch-graph": lambda c, t: bench_torch(c, t, "graph"),
@@ -411,6 +463,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile", action="store_true", help="only print the aicfc step's per-node device times"
     )
+    parser.add_argument(
+        "--tuned-configs",
+        default="small",
+        help="configs that get an aicfc-tuned row (tuning a large step takes minutes)",
+    )
     args = parser.parse_args(argv)
     if args.profile:
         for config in args.configs.split(","):
@@ -430,6 +487,8 @@ def main(argv: list[str] | None = None) -> int:
             rate = (args.tf32_tflops if tf32 else args.fp32_tflops) * 1e12
             floor = max(flops / rate, nbytes / (args.copy_tbs * 1e12))
             for fw in args.frameworks.split(","):
+                if fw == "aicfc-tuned" and config not in args.tuned_configs.split(","):
+                    continue
                 row: dict[str, Any] = {
                     "config": config,
                     "precision": precision,
@@ -452,8 +511,8 @@ def main(argv: list[str] | None = None) -> int:
             json.dump(results, f, indent=1)
     print()
     print(
-        f"{'config':>7} {'prec':>5} {'framework':>14} {'us/step':>9} {'step() us':>9} "
-        f"{'vs best':>7} {'floor us':>8} {'TFLOP/s':>8}"
+        f"{'config':>7} {'prec':>5} {'framework':>14} {'us/step':>9} {'step(dev)':>9} "
+        f"{'step() us':>9} {'vs best':>7} {'floor us':>8} {'TFLOP/s':>8}"
     )
     for config in args.configs.split(","):
         for precision in args.precisions.split(","):
@@ -469,10 +528,15 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{config:>7} {precision:>5} {r['framework']:>14}  {r['error'][:70]}")
                     continue
                 sync = f"{r['step_seconds'] * 1e6:9.1f}" if "step_seconds" in r else " " * 9
+                dev = (
+                    f"{r['device_loop_seconds'] * 1e6:9.1f}"
+                    if "device_loop_seconds" in r
+                    else " " * 9
+                )
                 ratio = f"{r['seconds'] / best:7.2f}" if best else " " * 7
                 print(
                     f"{config:>7} {precision:>5} {r['framework']:>14} {r['seconds'] * 1e6:9.1f} "
-                    f"{sync} {ratio} {r['floor_seconds'] * 1e6:8.1f} "
+                    f"{dev} {sync} {ratio} {r['floor_seconds'] * 1e6:8.1f} "
                     f"{r['flops'] / r['seconds'] / 1e12:8.2f}"
                 )
     return 0

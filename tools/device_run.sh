@@ -4,9 +4,12 @@
 #   bash tools/device_run.sh env tests gemm train[:ARGS]
 #
 # Stages: env (GPU, CUDA, CuPy, nvmath), tests (the GPU pytest suite and the nvcc
-# compile test), gemm (tools/bench_gemm.py), train (tools/bench_train_step.py;
-# `train:--configs=small` passes arguments, comma-free ones separated by '+').
+# compile test), gemm (tools/bench_gemm.py), small (bench_gemm.py --small: the small
+# train step's products, graph-timed), profile (bench_train_step.py --profile),
+# train (tools/bench_train_step.py; `train:--configs=small` passes arguments,
+# comma-free ones separated by '+').
 # Needs the wheels of ../shared/tools/device-wheels.sh in .whl (xdsl, nvmath-python).
+# TESTS_TIMEOUT / TRAIN_TIMEOUT (seconds) bound those two stages.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/aicfc-out}"
@@ -30,14 +33,22 @@ for stage in "$@"; do
         python3 -c "from aicfc.runtime import cublaslt; print('nvmath:', cublaslt.available() or 'ok')"
         ;;
     tests)
-        timeout 540 python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" \
+        timeout "${TESTS_TIMEOUT:-540}" python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" \
+            --ignore=test/python/gpu/test_kernels_emulated.py \
             test/python/gpu test/python/test_kernels_compile.py $args 2>&1 | tee "$OUT/tests.log" | tail -60
         ;;
     gemm)
         timeout 300 python3 tools/bench_gemm.py --json "$OUT/gemm.json" $args 2>&1 | tee "$OUT/gemm.log"
         ;;
+    small)
+        timeout 120 python3 tools/bench_gemm.py --small --json "$OUT/small.json" $args 2>&1 \
+            | tee "$OUT/small.log"
+        ;;
+    profile)
+        timeout 120 python3 tools/bench_train_step.py --profile $args 2>&1 | tee "$OUT/profile.log"
+        ;;
     train)
-        timeout 560 python3 tools/bench_train_step.py --json "$OUT/train.json" $args 2>&1 \
+        timeout "${TRAIN_TIMEOUT:-560}" python3 tools/bench_train_step.py --json "$OUT/train.json" $args 2>&1 \
             | tee "$OUT/train.log" | grep -v "^\[" | tail -80
         ;;
     *) echo "unknown stage $stage" ;;

@@ -14,11 +14,10 @@
 // CHECK:      exec.graph {
 // The forward matmul + bias_add became one fused launch.
 // CHECK:      exec.launch "numpy.gemm_epilogue"(%x, %w, %b)
-// CHECK:      exec.launch "numpy.cross_entropy"
-// CHECK:      exec.launch "numpy.cross_entropy_grad"(%logits, %y, %dloss) outs(%dlogits)
-// The weight gradient is dZ^T X, the bias gradient a reduction of dZ itself.
-// CHECK-DAG:  exec.launch "numpy.matmul"(%dlogits, %x) outs(%dw) params {transpose_a = true}
-// CHECK-DAG:  exec.launch "numpy.reduce_sum"(%dlogits) outs(%db) params {axes = array<i64: 0>}
+// The loss, its gradient and the bias gradient (a column sum of dZ) are one fused launch.
+// CHECK:      exec.launch "numpy.cross_entropy_with_grad"(%logits, %y, %dloss) outs(%loss, %dlogits, %db)
+// The weight gradient is dZ^T X.
+// CHECK:      exec.launch "numpy.matmul"(%dlogits, %x) outs(%dw) params {transpose_a = true}
 // Adam writes param, exp_avg, exp_avg_sq and step in place: outputs are the input buffers.
 // CHECK:      exec.launch "numpy.adam_step"(%w, %dw, %m, %v, %s) outs(%w, %m, %v, %s)
 // CHECK-SAME: alias "adam_triplet"

@@ -177,3 +177,27 @@ func.func @mse_loss_grad_empty(%p: tensor<0x3xf32>, %d: tensor<f32>) {
   %g = autodiff.mse_loss_grad %p, %p, %d : (tensor<0x3xf32>, tensor<0x3xf32>, tensor<f32>) -> tensor<0x3xf32>
   func.return
 }
+
+// -----
+
+func.func @cross_entropy_with_grad_labels(%x: tensor<8x10xf32>, %y: tensor<8xf32>, %dl: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.cross_entropy_with_grad: expected logits [N, C] and i32/i64 labels [N], got tensor<8x10xf32> and tensor<8xf32>
+  %l, %dx = autodiff.cross_entropy_with_grad %x, %y, %dl : (tensor<8x10xf32>, tensor<8xf32>, tensor<f32>) -> (tensor<f32>, tensor<8x10xf32>)
+  func.return
+}
+
+// -----
+
+func.func @cross_entropy_with_grad_label_shape(%x: tensor<8x10xf32>, %y: tensor<4xi32>, %dl: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.cross_entropy_with_grad: labels must have shape [8], got [4]
+  %l, %dx = autodiff.cross_entropy_with_grad %x, %y, %dl : (tensor<8x10xf32>, tensor<4xi32>, tensor<f32>) -> (tensor<f32>, tensor<8x10xf32>)
+  func.return
+}
+
+// -----
+
+func.func @cross_entropy_with_grad_dloss(%x: tensor<8x10xf32>, %y: tensor<8xi32>, %dl: tensor<8xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.cross_entropy_with_grad: grad must be tensor<f32>, got tensor<8xf32>
+  %l, %dx = autodiff.cross_entropy_with_grad %x, %y, %dl : (tensor<8x10xf32>, tensor<8xi32>, tensor<8xf32>) -> (tensor<f32>, tensor<8x10xf32>)
+  func.return
+}

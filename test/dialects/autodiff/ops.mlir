@@ -52,6 +52,10 @@ func.func @loss_grads(%x: tensor<8x10xf32>, %y: tensor<8xi32>, %t: tensor<8x10xf
   %0 = autodiff.cross_entropy_grad %x, %y, %dl : (tensor<8x10xf32>, tensor<8xi32>, tensor<f32>) -> tensor<8x10xf32>
   // CHECK-NEXT: %1 = autodiff.mse_loss_grad %x, %t, %dl : (tensor<8x10xf32>, tensor<8x10xf32>, tensor<f32>) -> tensor<8x10xf32>
   %1 = autodiff.mse_loss_grad %x, %t, %dl : (tensor<8x10xf32>, tensor<8x10xf32>, tensor<f32>) -> tensor<8x10xf32>
+  // CHECK-NEXT: %2, %3, %4 = autodiff.cross_entropy_with_grad %x, %y, %dl : (tensor<8x10xf32>, tensor<8xi32>, tensor<f32>) -> (tensor<f32>, tensor<8x10xf32>, tensor<10xf32>)
+  %2, %3, %4 = autodiff.cross_entropy_with_grad %x, %y, %dl : (tensor<8x10xf32>, tensor<8xi32>, tensor<f32>) -> (tensor<f32>, tensor<8x10xf32>, tensor<10xf32>)
+  // CHECK-NEXT: %5, %6 = autodiff.cross_entropy_with_grad %x, %y, %dl : (tensor<8x10xf32>, tensor<8xi32>, tensor<f32>) -> (tensor<f32>, tensor<8x10xf32>)
+  %5, %6 = autodiff.cross_entropy_with_grad %x, %y, %dl : (tensor<8x10xf32>, tensor<8xi32>, tensor<f32>) -> (tensor<f32>, tensor<8x10xf32>)
   // CHECK-NEXT: func.return
   func.return
 // CHECK-NEXT: }

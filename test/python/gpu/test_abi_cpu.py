@@ -124,6 +124,7 @@ CASES: dict[str, tuple[list[Any], list[Any], dict[str, Any]]] = {
     "graph.reduce_sum": ([f(8, 6)], [f(6)], {"axes": (0,)}),
     "graph.cross_entropy": ([f(8, 10), i(8)], [f()], {}),
     "autodiff.cross_entropy_grad": ([f(8, 10), i(8), f()], [f(8, 10)], {}),
+    "autodiff.cross_entropy_with_grad": ([f(8, 10), i(8), f()], [f(), f(8, 10), f(10)], {}),
     "graph.softmax": ([f(8, 10)], [f(8, 10)], {"axis": 1}),
     "autodiff.softmax_grad": ([f(8, 10), f(8, 10)], [f(8, 10)], {"axis": -1}),
     "graph.mse_loss": ([f(8, 3), f(8, 3)], [f()], {}),
@@ -158,7 +159,11 @@ def case(spec: registry.KernelSpec) -> tuple[list[Any], list[Any], dict[str, Any
     if spec.op in BINARY:
         return [FakeArray((8, 6), dt)] * 2, [FakeArray((8, 6), dt)], {}
     ins, outs, params = CASES[spec.op]
-    if spec.op in ("graph.cross_entropy", "autodiff.cross_entropy_grad"):
+    if spec.op in (
+        "graph.cross_entropy",
+        "autodiff.cross_entropy_grad",
+        "autodiff.cross_entropy_with_grad",
+    ):
         ins = [ins[0], i(8, dtype=np.int64 if spec.name.endswith("i64") else np.int32), *ins[2:]]
     if spec.transposes:
         ta, tb = spec.transposes[0]
@@ -240,3 +245,17 @@ def test_adam_steps_with_equal_params_group_into_one_launch():
     assert la.grid == (-(-3000 // chunk) + 1,)
     table = ctx.last_table
     assert table.size == 2 * 10 + 2 * la.grid[0] and table[9] == 3000 and table[19] == 5
+
+
+def test_fused_loss_sums_the_bias_gradient_itself_only_while_that_is_cheap():
+    spec = registry.get("cuda.cross_entropy_with_grad_f32_i32")
+    small = cuda_launch.launches_for(
+        spec, [f(128, 10), i(128), f()], [f(), f(128, 10), f(10)], {}, FakeCtx()
+    )
+    assert len(small) == 1 and isinstance(small[0], cuda_abi.KernelLaunch)
+    assert isinstance(small[0].args[5], FakeArray)  # dbias summed in the launch
+    large = cuda_launch.launches_for(
+        spec, [f(1024, 1024), i(1024), f()], [f(), f(1024, 1024), f(1024)], {}, FakeCtx()
+    )
+    assert [la.name for la in large] == [spec.name, "cuda.reduce_sum_f32"]
+    assert large[0].args[5] == np.uint64(0)  # no dbias in the first launch

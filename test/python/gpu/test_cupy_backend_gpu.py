@@ -15,6 +15,7 @@ Tolerances (norm-wise relative error of all params together):
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -155,9 +156,9 @@ def test_checkpoint_continues_the_same_trajectory_without_recapture():
     b = program("cupy")
     b.step(*data[0])  # captured on its own initial weights
     exe = b.executable()
-    graph_before = exe._graph
+    graphs_before = dict(exe.graphs)
     b.load_state_dict(ckpt)
-    assert exe._graph is graph_before  # loading writes the fixed buffers: no new capture
+    assert exe.graphs == graphs_before  # loading writes the fixed buffers: no new capture
     la, lb = train(a, data[5:]), train(b, data[5:])
     assert la == lb
     assert params_err(a, b) == 0.0
@@ -220,3 +221,124 @@ def test_autotune_cache_overrides_the_gemm_choice(tmp_path):
     assert params_err(tuned, ref) < 1e-4
     chosen = {r.kernel for r in results}
     assert chosen & set(tuned.executable().kernels)
+    assert chosen & set(ir_kernels(tuned))  # the IR names the tuned kernels
+
+
+def ir_kernels(p: Program) -> list[str]:
+    return re.findall(r'exec\.launch "([\w.]+)"', p.mlir("exec"))
+
+
+def device_batches(data: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[Any, Any]]:
+    import cupy
+
+    return [(cupy.asarray(x), cupy.asarray(y)) for x, y in data]
+
+
+def test_device_batches_train_exactly_like_host_batches():
+    data = batches(6)
+    host, dev = program("cupy"), program("cupy")
+    lh = train(host, data)
+    ld = [dev.step(x, y) for x, y in device_batches(data)]
+    assert ld == lh  # the same kernels on the same values
+    assert params_err(host, dev) == 0.0
+    exe = dev.executable()
+    assert exe.replays == len(data) - 1
+    assert list(exe.graphs) == [((), True)]  # no host input copies in the replayed graph
+
+
+def test_async_steps_queue_and_keep_each_loss():
+    import cupy
+
+    data = batches(6)
+    p, ref = program("cupy"), program("cupy")
+    held = [p.step(x, y, sync=False) for x, y in device_batches(data)]
+    assert all(isinstance(h, cupy.ndarray) and h.shape == () for h in held)
+    assert [float(h) for h in held] == train(ref, data)  # none overwritten by a later step
+    assert params_err(p, ref) == 0.0
+
+
+def test_mixed_host_and_device_inputs_and_a_batch_already_in_the_input_buffer():
+    import cupy
+
+    data = batches(4)
+    p, ref = program("cupy"), program("cupy")
+    expected = train(ref, data)
+    got = [p.step(*data[0])]
+    got.append(p.step(cupy.asarray(data[1][0]), data[1][1]))  # device x, host y
+    exe = p.executable()
+    x, y = exe.buffer("x"), exe.buffer("y")
+    for xb, yb in data[2:]:
+        x[...] = cupy.asarray(xb)  # the batch written into the program's own buffers
+        y[...] = cupy.asarray(yb.astype(np.int32))
+        got.append(p.step(x, y))
+    assert got == expected
+    assert ((), True) in exe.graphs and (("y",), True) in exe.graphs
+
+
+def test_predict_takes_device_inputs_and_can_return_device_outputs():
+    import cupy
+
+    data = batches(3)
+    g = program("cupy")
+    train(g, data)
+    x = data[0][0]
+    host = g.predict(x)
+    assert isinstance(g.predict(cupy.asarray(x)), np.ndarray)
+    out = g.predict(cupy.asarray(x), sync=False)
+    assert isinstance(out, cupy.ndarray)
+    np.testing.assert_array_equal(out.get(), host)
+
+
+def test_device_labels_are_checked_by_a_synchronous_step():
+    import cupy
+
+    p = program("cupy")
+    x, y = batches(1)[0]
+    bad = cupy.asarray(y).copy()
+    bad[3] = OUT
+    with pytest.raises(InputError, match=r"labels must be in \[0, 10\)"):
+        p.step(cupy.asarray(x), bad)
+    loss = p.step(cupy.asarray(x), bad, sync=False)  # not read back: the kernel flags it
+    assert np.isnan(float(loss))
+
+
+def test_the_exec_ir_names_the_kernels_that_run():
+    p = program("cupy")
+    p.step(*batches(1)[0])
+    launched = {k for k in p.executable().kernels if k != "exec.copy"}
+    assert launched == set(ir_kernels(p))
+    assert "cuda.cross_entropy_with_grad_f32_i32" in launched
+
+
+def wide_program(be: Any) -> Program:
+    model = nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 10))
+    return Program(model, "cross_entropy", optim.Adam(lr=1e-3), be)
+
+
+def test_without_nvmath_the_ir_has_no_cublaslt_and_a_cublaslt_ir_is_refused():
+    from aicfc.runtime.cuda_abi import CudaKernelError
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1024, 64)).astype(np.float32)
+    y = rng.integers(0, 10, 1024)
+    with_lt = wide_program(backend())
+    with_lt.step(x, y)
+    assert any("cublaslt" in k for k in ir_kernels(with_lt))
+    be = backend()
+    be._nvmath_reason = "nvmath-python is not installed (test)"
+    without = wide_program(be)
+    without.step(x, y)  # compiled for this backend: our own kernels only
+    assert not any("cublaslt" in k for k in ir_kernels(without))
+    prog = next(op for op in with_lt._last["train_step"].stages["planned"].ops)
+    with pytest.raises(CudaKernelError, match=r"cublaslt.*needs capability 'cublaslt'"):
+        be.load(prog, be.create_store())  # type: ignore[arg-type]
+
+
+def test_compile_tf32_reaches_the_cuda_backend():
+    data = batches(1)
+    strict = aicfc.compile(make_model(), backend="cupy")
+    tf32 = aicfc.compile(make_model(), backend="cupy", tf32=True)
+    strict.step(*data[0]), tf32.step(*data[0])
+    assert not any("tf32" in k for k in ir_kernels(strict))
+    assert any("tf32" in k for k in ir_kernels(tf32))
+    assert any("tf32" in k for k in tf32.executable().kernels)

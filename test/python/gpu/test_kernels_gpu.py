@@ -112,6 +112,7 @@ F64 = np.float64
 GEMM_FAMILIES = {
     "f32_s64": F32_TOL,
     "f32": F32_TOL,
+    "splitk": F32_TOL,
     "tf32": TF32_TOL,
     "cublaslt_f32": F32_TOL,
     "cublaslt_tf32": TF32_TOL,
@@ -180,6 +181,48 @@ def test_bias_runs_along_n_on_a_non_square_product(kernel):
     assert rel_err(y, reference.gemm_epilogue(a, b, bias)[0]) < F32_TOL
 
 
+@pytest.mark.parametrize("pair", list(PAIRS))
+@pytest.mark.parametrize(
+    ("m", "n", "k"),
+    [(128, 10, 256), (10, 256, 128), (128, 256, 10), (77, 32, 300), (5, 3, 2000)],
+    ids=["short_n", "short_m", "short_k", "n_32", "long_k"],
+)
+def test_skinny_gemm(pair, m, n, k):
+    """The skinny kernel in each mode (the 10-wide layer's three products among them)."""
+    rng = np.random.default_rng(m * n + k)
+    ta, tb = PAIRS[pair]
+    a, b, bias = randn(rng, m, k), randn(rng, k, n), randn(rng, n)
+    y, z = launch(
+        f"cuda.gemm_epilogue_skinny_{pair}",
+        [stored(a, ta), stored(b, tb), bias],
+        [((m, n), np.float32), ((m, n), np.float32)],
+        {"act": "gelu", "transpose_a": ta, "transpose_b": tb},
+    )
+    ref_y, ref_z = reference.gemm_epilogue(
+        a.astype(F64), b.astype(F64), bias.astype(F64), act="gelu"
+    )
+    assert rel_err(z, ref_z) < F32_TOL and rel_err(y, ref_y) < F32_TOL
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "k", "pair"),
+    [(128, 10, 256, "nt"), (128, 256, 10, "nn"), (10, 256, 128, "tn")],
+)
+def test_cublaslt_on_rows_that_are_not_multiples_of_16_bytes(m, n, k, pair):
+    """The 10-wide layer's products (40-byte rows) through cuBLASLt, within fp32 tolerance:
+    the registry no longer refuses them."""
+    rng = np.random.default_rng(m + n + k)
+    ta, tb = PAIRS[pair]
+    a, b = randn(rng, m, k), randn(rng, k, n)
+    (y,) = launch(
+        "cuda.matmul_cublaslt_f32",
+        [stored(a, ta), stored(b, tb)],
+        [((m, n), np.float32)],
+        {"transpose_a": ta, "transpose_b": tb},
+    )
+    assert rel_err(y, a.astype(F64) @ b.astype(F64)) < F32_TOL
+
+
 # --- backward epilogue, reductions, losses ---------------------------------
 
 
@@ -237,6 +280,40 @@ def test_cross_entropy_and_grad(labels, n, c):
     assert rel_err(loss, reference.cross_entropy(logits.astype(F64), y)[0]) < F32_TOL
     ref_dx = reference.cross_entropy_grad(logits.astype(F64), y, dloss.astype(F64))[0]
     assert rel_err(dx, ref_dx) < F32_TOL
+
+
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("labels", ["i32", "i64"])
+@pytest.mark.parametrize(("n", "c"), [(37, 11), (130, 1000), (128, 10)])
+def test_cross_entropy_with_grad(labels, n, c, with_bias):
+    """The fused loss: loss, dlogits and (optionally) dbias in one launch, twice in a row
+    (the workspace's ticket counter must be back at zero for the second)."""
+    rng = np.random.default_rng(n * c)
+    logits = randn(rng, n, c, scale=3.0)
+    y = rng.integers(0, c, n).astype(np.int32 if labels == "i32" else np.int64)
+    dloss = np.asarray(rng.uniform(0.5, 2.0), dtype=np.float32)
+    outs = [((), np.float32), ((n, c), np.float32)] + ([((c,), np.float32)] if with_bias else [])
+    got = launch(f"cuda.cross_entropy_with_grad_f32_{labels}", [logits, y, dloss], outs, repeat=2)
+    ref = reference.cross_entropy_with_grad(logits.astype(F64), y, dloss.astype(F64))
+    for out, expected in zip(got, ref, strict=False):
+        assert rel_err(out, expected) < F32_TOL
+
+
+def test_an_out_of_range_label_gives_a_nan_loss_and_a_zero_gradient_row():
+    rng = np.random.default_rng(3)
+    logits = randn(rng, 16, 10)
+    y = rng.integers(0, 10, 16).astype(np.int32)
+    y[5] = 10
+    one = np.asarray(1.0, dtype=np.float32)
+    loss, dx, db = launch(
+        "cuda.cross_entropy_with_grad_f32_i32",
+        [logits, y, one],
+        [((), np.float32), ((16, 10), np.float32), ((10,), np.float32)],
+    )
+    assert np.isnan(loss) and not dx[5].any() and np.isfinite(dx).all()
+    assert rel_err(db, dx.astype(F64).sum(axis=0)) < F32_TOL
+    (unfused,) = launch("cuda.cross_entropy_f32_i32", [logits, y], [((), np.float32)])
+    assert np.isnan(unfused)
 
 
 def test_softmax_and_grad():

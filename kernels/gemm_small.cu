@@ -1,0 +1,224 @@
+// Latency kernels for small GEMMs: Y = act(op(A) op(B) + bias), Z = op(A) op(B) + bias.
+//
+// The operands and epilogue of gemm.cu (row-major float32; op(A) [M, K], op(B) [K, N];
+// bias [N] or null; Z, the pre-activation, or null), for products too small to fill
+// the GPU with 64x64 or 128x128 tiles: the 784-256-256-10 MLP at batch 128 has 2 to 32
+// such tiles per product for 132 multiprocessors, and its 10-wide layer leaves a tile
+// mostly empty.
+//
+// aicfc_gemm_skinny_f32_{nn,nt,tn,tt}: one side is at most 32 (`mode` says which):
+//   mode 0, K <= 32: one thread per output, a K-term dot product (a dX = dY W with
+//                    K = 10 outputs of the next layer);
+//   mode 1, N <= 32: one warp per row m of Y: lanes stride over K, one accumulator per
+//                    column, then warp-shuffle sums (a 10-wide layer's forward);
+//   mode 2, M <= 32: one warp per column n of Y, likewise (its dW = dY^T X).
+//   ABI: (A, B, bias|null, Y, Z|null, int32 M, int32 N, int32 K, int32 act, int32 mode).
+//   Grid: 256-thread blocks; mode 0 ceil(M N / 256), mode 1 ceil(M / 8), mode 2
+//   ceil(N / 8) of them (8 warps per block).
+// aicfc_gemm_splitk_f32_{nn,nt,tn,tt}: 32x32 output tiles, K cut into `splits` chunks of
+//   `k_chunk` (a multiple of 32), one block per (tile, chunk), so a product of 32 tiles
+//   still runs on ~2 blocks per multiprocessor. Each block writes its partial tile to the
+//   workspace; the last block of a tile to finish (a per-tile ticket, as common.cuh's
+//   last_block_done) adds the partials in chunk order, so the sum is deterministic, and
+//   applies the epilogue. splits = 1 writes Y directly. Workspace: uint32 tickets, one
+//   per tile, from byte 0 (zeroed at load; the last block resets its ticket, so a replayed
+//   graph starts from zero), then float partials [splits][M][N] from byte
+//   256 * ceil(4 * tiles / 256).
+//   ABI: (A, B, bias|null, Y, Z|null, workspace, int32 M, int32 N, int32 K, int32 act,
+//   int32 splits, int32 k_chunk). Grid: (ceil(N / 32), ceil(M / 32), splits), 256 threads.
+#include "common.cuh"
+
+AICFC_EXPORT_ABI_VERSION
+
+namespace aicfc {
+
+// op(A)[m, k] with A stored [M, K], or [K, M] when transposed.
+template <bool TA>
+__device__ __forceinline__ float op_a(const float* __restrict__ A, int m, int k, int M, int K) {
+  return TA ? __ldg(A + (size_t)k * M + m) : __ldg(A + (size_t)m * K + k);
+}
+
+// op(B)[k, n] with B stored [K, N], or [N, K] when transposed.
+template <bool TB>
+__device__ __forceinline__ float op_b(const float* __restrict__ B, int k, int n, int K, int N) {
+  return TB ? __ldg(B + (size_t)n * K + k) : __ldg(B + (size_t)k * N + n);
+}
+
+__device__ __forceinline__ void store_output(const float* __restrict__ bias, float* __restrict__ Y,
+                                             float* __restrict__ Z, int N, int m, int n, float acc,
+                                             int act) {
+  float z = acc + (bias ? __ldg(bias + n) : 0.0f);
+  size_t o = (size_t)m * N + n;
+  if (Z) Z[o] = z;
+  Y[o] = activate(z, act);
+}
+
+constexpr int kSkinny = 32;     // the short side's bound: one accumulator per lane's column
+
+// Mode 0: one thread per output.
+template <bool TA, bool TB>
+__device__ __forceinline__ void skinny_short_k(const float* __restrict__ A,
+                                               const float* __restrict__ B,
+                                               const float* __restrict__ bias,
+                                               float* __restrict__ Y, float* __restrict__ Z, int M,
+                                               int N, int K, int act) {
+  long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= (long long)M * N) return;
+  int m = (int)(idx / N), n = (int)(idx % N);
+  float acc = 0.0f;
+#pragma unroll 4
+  for (int k = 0; k < K; ++k) acc = fmaf(op_a<TA>(A, m, k, M, K), op_b<TB>(B, k, n, K, N), acc);
+  store_output(bias, Y, Z, N, m, n, acc, act);
+}
+
+// Modes 1 and 2: one warp per index w of the long side (a row m when SHORT_N, else a
+// column n); lane l accumulates k = l, l + 32, ... for every short index s < S.
+template <bool TA, bool TB, bool SHORT_N>
+__device__ __forceinline__ void skinny_warp(const float* __restrict__ A,
+                                            const float* __restrict__ B,
+                                            const float* __restrict__ bias, float* __restrict__ Y,
+                                            float* __restrict__ Z, int M, int N, int K, int act) {
+  int lane = threadIdx.x & 31;
+  int w = (int)(((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
+  int L = SHORT_N ? M : N, S = SHORT_N ? N : M;
+  if (w >= L) return;  // the whole warp leaves together: the shuffles below see 32 lanes
+  float acc[kSkinny];
+#pragma unroll
+  for (int s = 0; s < kSkinny; ++s) acc[s] = 0.0f;
+#pragma unroll 2
+  for (int k = lane; k < K; k += 32) {
+    float p = SHORT_N ? op_a<TA>(A, w, k, M, K) : op_b<TB>(B, k, w, K, N);
+#pragma unroll
+    for (int s = 0; s < kSkinny; ++s) {
+      if (s < S) {
+        float q = SHORT_N ? op_b<TB>(B, k, s, K, N) : op_a<TA>(A, s, k, M, K);
+        acc[s] = fmaf(p, q, acc[s]);
+      }
+    }
+  }
+  float mine = 0.0f;
+#pragma unroll
+  for (int s = 0; s < kSkinny; ++s) {
+    if (s < S) {  // uniform over the warp
+      float v = warp_sum(acc[s]);
+      if (lane == s) mine = v;
+    }
+  }
+  if (lane < S) {
+    int m = SHORT_N ? w : lane, n = SHORT_N ? lane : w;
+    store_output(bias, Y, Z, N, m, n, mine, act);
+  }
+}
+
+constexpr int kTile = 32, kTileK = 32, kThreads = 256;
+
+__device__ __forceinline__ size_t splitk_partials_offset(int tiles) {
+  return ((size_t)tiles * 4 + 255) / 256 * 256;
+}
+
+template <bool TA, bool TB>
+__device__ __forceinline__ void gemm_splitk(const float* __restrict__ A,
+                                            const float* __restrict__ B,
+                                            const float* __restrict__ bias, float* __restrict__ Y,
+                                            float* __restrict__ Z, void* workspace, int M, int N,
+                                            int K, int act, int splits, int k_chunk) {
+  __shared__ float As[kTileK][kTile + 1];  // As[k][m]
+  __shared__ float Bs[kTileK][kTile + 1];  // Bs[k][n]
+  __shared__ bool is_last;
+  int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  int m0 = blockIdx.y * kTile, n0 = blockIdx.x * kTile;
+  int k_begin = blockIdx.z * k_chunk;
+  int k_end = min(K, k_begin + k_chunk);
+  float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+
+  for (int k0 = k_begin; k0 < k_end; k0 += kTileK) {
+    // 4 elements of each 32x32 tile per thread; a warp reads 32 consecutive addresses of
+    // the stored matrix (r: the stored row, c: the stored column) whichever is transposed.
+#pragma unroll
+    for (int i = 0; i < kTile * kTileK / kThreads; ++i) {
+      int idx = tid + i * kThreads;
+      int r = idx / 32, c = idx % 32;
+      int am = TA ? c : r, ak = TA ? r : c;
+      As[ak][am] = (m0 + am < M && k0 + ak < k_end) ? op_a<TA>(A, m0 + am, k0 + ak, M, K) : 0.0f;
+      int bk = TB ? c : r, bn = TB ? r : c;
+      Bs[bk][bn] = (n0 + bn < N && k0 + bk < k_end) ? op_b<TB>(B, k0 + bk, n0 + bn, K, N) : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < kTileK; ++k) {
+      float a0 = As[k][ty], a1 = As[k][ty + 16];
+      float b0 = Bs[k][tx], b1 = Bs[k][tx + 16];
+      acc[0][0] = fmaf(a0, b0, acc[0][0]);
+      acc[0][1] = fmaf(a0, b1, acc[0][1]);
+      acc[1][0] = fmaf(a1, b0, acc[1][0]);
+      acc[1][1] = fmaf(a1, b1, acc[1][1]);
+    }
+    __syncthreads();
+  }
+
+  if (splits == 1) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
+        if (m < M && n < N) store_output(bias, Y, Z, N, m, n, acc[i][j], act);
+      }
+    return;
+  }
+
+  int tiles = gridDim.x * gridDim.y;
+  int tile = blockIdx.y * gridDim.x + blockIdx.x;
+  uint32_t* tickets = reinterpret_cast<uint32_t*>(workspace);
+  float* partials =
+      reinterpret_cast<float*>(reinterpret_cast<char*>(workspace) + splitk_partials_offset(tiles));
+  size_t plane = (size_t)M * N;
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
+      if (m < M && n < N) partials[blockIdx.z * plane + (size_t)m * N + n] = acc[i][j];
+    }
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) is_last = atomicAdd(tickets + tile, 1u) == (uint32_t)(splits - 1);
+  __syncthreads();
+  if (!is_last) return;
+  if (tid == 0) tickets[tile] = 0u;
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
+      if (m >= M || n >= N) continue;
+      size_t o = (size_t)m * N + n;
+      float s = 0.0f;
+      for (int z = 0; z < splits; ++z) s += __ldcg(partials + z * plane + o);
+      store_output(bias, Y, Z, N, m, n, s, act);
+    }
+}
+
+}  // namespace aicfc
+
+#define AICFC_GEMM_SMALL(SUFFIX, TA, TB)                                                       \
+  extern "C" __global__ void __launch_bounds__(256) aicfc_gemm_skinny_f32_##SUFFIX(          \
+      const float* A, const float* B, const float* bias, float* Y, float* Z, int32_t M,         \
+      int32_t N, int32_t K, int32_t act, int32_t mode) {                                        \
+    if (mode == 1)                                                                              \
+      aicfc::skinny_warp<TA, TB, true>(A, B, bias, Y, Z, M, N, K, act);                         \
+    else if (mode == 2)                                                                         \
+      aicfc::skinny_warp<TA, TB, false>(A, B, bias, Y, Z, M, N, K, act);                        \
+    else                                                                                        \
+      aicfc::skinny_short_k<TA, TB>(A, B, bias, Y, Z, M, N, K, act);                            \
+  }                                                                                             \
+  extern "C" __global__ void __launch_bounds__(256) aicfc_gemm_splitk_f32_##SUFFIX(          \
+      const float* A, const float* B, const float* bias, float* Y, float* Z, void* workspace,   \
+      int32_t M, int32_t N, int32_t K, int32_t act, int32_t splits, int32_t k_chunk) {          \
+    aicfc::gemm_splitk<TA, TB>(A, B, bias, Y, Z, workspace, M, N, K, act, splits, k_chunk);     \
+  }
+
+AICFC_GEMM_SMALL(nn, false, false)
+AICFC_GEMM_SMALL(nt, false, true)
+AICFC_GEMM_SMALL(tn, true, false)
+AICFC_GEMM_SMALL(tt, true, true)

@@ -1,0 +1,168 @@
+"""CUDA kernels on the CPU: gemm_small.cu and the fused loss of loss.cu, emulated.
+
+CI has no GPU, so these kernels' index math and arithmetic are checked here by
+running the .cu sources through test/python/gpu/cuda_emu.h (one std::thread per
+CUDA thread, barriers for __syncthreads and warp shuffles; g++ -std=c++20),
+behind the backend's real launchers: registry entry -> launcher (grid, block,
+workspace) -> ABI conversion -> kernel. Inputs are fresh random arrays, outputs
+are poisoned with NaN, results are compared with runtime/reference.py in float64
+by norm-wise relative error (1e-5, strict fp32). The GPU tests run the same
+kernels on the device (test_kernels_gpu.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from aicfc.runtime import cuda_abi, cuda_launch, reference, registry
+from gpu import cuda_emu
+from gpu.cuda_emu import EmuArray, EmuContext, EmuFunction, NullStream
+
+REASON = cuda_emu.unavailable_reason()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
+
+TOL = 1e-5
+PAIRS = {"nn": (False, False), "nt": (False, True), "tn": (True, False), "tt": (True, True)}
+
+
+@pytest.fixture(autouse=True)
+def emulated(monkeypatch):
+    monkeypatch.setattr(
+        cuda_abi, "get_function", lambda spec: EmuFunction(cuda_emu.build(spec.source), spec.symbol)
+    )
+
+
+def rel(out: np.ndarray, ref: np.ndarray) -> float:
+    out64, ref64 = np.asarray(out, np.float64), np.asarray(ref, np.float64)
+    if not np.isfinite(out64).all():
+        return float("inf")
+    return float(np.linalg.norm(out64 - ref64) / np.linalg.norm(ref64))
+
+
+def run(
+    kernel: str,
+    ins: list[Any],
+    outs: list[EmuArray],
+    params: dict[str, Any],
+    ctx: EmuContext | None = None,
+    times: int = 1,
+) -> list[Any]:
+    spec = registry.get(kernel)
+    launches = cuda_launch.launches_for(spec, ins, outs, params, ctx or EmuContext())
+    for _ in range(times):
+        for la in launches:
+            la(NullStream())
+    return launches
+
+
+def gemm_case(
+    kernel_family: str,
+    pair: str,
+    m: int,
+    n: int,
+    k: int,
+    act: str,
+    seed: int,
+    ctx: EmuContext | None = None,
+    times: int = 1,
+) -> tuple[float, float, Any]:
+    rng = np.random.default_rng(seed)
+    ta, tb = PAIRS[pair]
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    y = EmuArray(np.full((m, n), np.nan, np.float32))
+    z = EmuArray(np.full((m, n), np.nan, np.float32))
+    ins = [EmuArray(a.T if ta else a), EmuArray(b.T if tb else b), EmuArray(bias)]
+    params = {"act": act, "transpose_a": ta, "transpose_b": tb}
+    launches = run(f"cuda.gemm_epilogue_{kernel_family}_{pair}", ins, [y, z], params, ctx, times)
+    ref_y, ref_z = reference.gemm_epilogue(
+        a.astype(np.float64), b.astype(np.float64), bias.astype(np.float64), act=act
+    )
+    return rel(y.array, ref_y), rel(z.array, ref_z), launches[0]
+
+
+@pytest.mark.parametrize("pair", list(PAIRS))
+@pytest.mark.parametrize(
+    ("m", "n", "k", "mode"),
+    [(37, 10, 75, 1), (10, 45, 70, 2), (50, 40, 7, 0)],
+    ids=["short_n", "short_m", "short_k"],
+)
+def test_skinny_gemm_each_mode_and_transpose(pair, m, n, k, mode):
+    ey, ez, launch = gemm_case("skinny", pair, m, n, k, "gelu", seed=m + n + k)
+    assert int(launch.args[-1]) == mode
+    assert ey < TOL and ez < TOL
+
+
+@pytest.mark.parametrize("pair", list(PAIRS))
+def test_split_k_gemm_adds_its_partials_and_resets_its_tickets(pair):
+    ctx = EmuContext()
+    ey, ez, launch = gemm_case("splitk", pair, 37, 45, 300, "relu", seed=5, ctx=ctx, times=2)
+    splits = int(launch.args[-2])
+    assert splits > 1 and launch.grid == (2, 2, splits)
+    assert ey < TOL and ez < TOL  # the second launch reads its tickets from zero again
+    (ws,) = ctx.keep
+    assert not ws.array[:16].any()  # the kernel leaves the tickets at zero
+
+
+def test_split_k_gemm_with_one_split_writes_directly():
+    ey, ez, launch = gemm_case("splitk", "nt", 70, 33, 40, "none", seed=6)
+    assert int(launch.args[-2]) == 1 and ey < TOL and ez < TOL
+
+
+@pytest.mark.parametrize("labels", ["i32", "i64"])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_cross_entropy_with_grad_matches_the_three_ops_it_fuses(labels, with_bias):
+    rng = np.random.default_rng(11)
+    n, c = 37, 10
+    x = (rng.standard_normal((n, c)) * 3).astype(np.float32)
+    y = rng.integers(0, c, n).astype(np.int32 if labels == "i32" else np.int64)
+    dl = np.array(0.75, np.float32)
+    outs = [
+        EmuArray(np.full((), np.nan, np.float32)),
+        EmuArray(np.full((n, c), np.nan, np.float32)),
+    ]
+    if with_bias:
+        outs.append(EmuArray(np.full((c,), np.nan, np.float32)))
+    ctx = EmuContext()
+    run(
+        f"cuda.cross_entropy_with_grad_f32_{labels}",
+        [EmuArray(x), EmuArray(y), EmuArray(dl)],
+        outs,
+        {},
+        ctx,
+        times=2,
+    )
+    ref = reference.cross_entropy_with_grad(x.astype(np.float64), y, dl.astype(np.float64))
+    assert rel(outs[0].array, ref[0]) < TOL
+    assert rel(outs[1].array, ref[1]) < TOL
+    if with_bias:
+        assert rel(outs[2].array, ref[2]) < TOL
+    assert not ctx.keep[0].array[:4].any()  # the ticket counter is back at zero
+
+
+def test_a_label_out_of_range_gives_a_nan_loss_and_a_zero_gradient_row():
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((9, 4)).astype(np.float32)
+    y = np.array([0, 1, 2, 3, 9, 1, 2, -1, 0], np.int32)
+    outs = [
+        EmuArray(np.zeros((), np.float32)),
+        EmuArray(np.full((9, 4), np.nan, np.float32)),
+        EmuArray(np.full((4,), np.nan, np.float32)),
+    ]
+    run(
+        "cuda.cross_entropy_with_grad_f32_i32",
+        [EmuArray(x), EmuArray(y), EmuArray(np.array(1.0, np.float32))],
+        outs,
+        {},
+    )
+    assert np.isnan(outs[0].array)
+    dx = outs[1].array
+    assert not dx[[4, 7]].any() and np.isfinite(dx).all()
+    ok = [0, 1, 2, 3, 5, 6, 8]
+    ref = reference.cross_entropy_grad(x[ok].astype(np.float64), y[ok], np.float64(1.0))[0]
+    assert rel(dx[ok], ref * len(ok) / 9) < TOL
+    assert rel(outs[2].array, dx.sum(axis=0)) < TOL
