@@ -18,6 +18,7 @@ from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
+from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from aicfc.context import make_context
 from aicfc.dialects.diagnostics import format_diagnostic, location_of
@@ -37,6 +38,13 @@ class LocatingParser(Parser):
         super().__init__(ctx, text, name)
         self.file_name = name
         self.line_offset = line_offset
+
+    def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
+        # An input without ops (an empty file, a chunk after a trailing `// -----`)
+        # is an empty module, as in mlir-opt; xDSL calls it "Could not parse entire input!".
+        if self._current_token.kind == MLIRTokenKind.EOF:
+            return ModuleOp([])
+        return super().parse_module(allow_implicit_module)
 
     def parse_operation(self) -> Operation:
         start = self._current_token.span

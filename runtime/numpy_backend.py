@@ -57,6 +57,19 @@ class NumpyBackend(Backend):
         return NumpyExecutable(plan, store)
 
 
+def _out_of_memory(what: str, shape: tuple[int, ...], dtype: np.dtype) -> ExecError:
+    nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    return ExecError(f"{what} ({dtype}{list(shape)}, {nbytes} bytes) does not fit in host memory")
+
+
+def _zeros(what: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """np.zeros, or an ExecError naming the buffer when the host cannot hold it."""
+    try:
+        return np.zeros(shape, dtype)
+    except MemoryError:
+        raise _out_of_memory(what, shape, dtype) from None
+
+
 def _where(plan: ExecPlan, step: LaunchStep | CopyStep) -> str:
     return f"@{plan.name}" + (f" ({step.location})" if step.location else "")
 
@@ -67,13 +80,17 @@ class NumpyExecutable(Executable):
     def __init__(self, plan: ExecPlan, store: BufferStore):
         super().__init__(plan, store)
         arena_size = plan.arena_size or 0
-        self.arena = np.zeros(arena_size, np.uint8)
+        self.arena = _zeros(f"@{plan.name}: the arena", (arena_size,), np.dtype(np.uint8))
         self.arrays: list[np.ndarray] = [self._allocate(b) for b in plan.buffers]
         self._steps: list[Callable[[], None]] = [self._compile(s) for s in plan.steps]
 
     def _allocate(self, b: BufferSpec) -> np.ndarray:
         if b.role in ("param", "state"):
-            return self.store.declare(b.name, b.shape, b.dtype, b.role)
+            try:
+                return self.store.declare(b.name, b.shape, b.dtype, b.role)
+            except MemoryError:
+                where = f'@{self.plan.name}: {b.role} "{b.name}"'
+                raise _out_of_memory(where, b.shape, b.dtype) from None
         if b.role == "const":
             assert b.value is not None
             value = np.array(b.value, dtype=b.dtype).reshape(b.shape)
@@ -87,7 +104,7 @@ class NumpyExecutable(Executable):
                     f"{self.arena.size} bytes"
                 )
             return self.arena[b.offset : end].view(b.dtype).reshape(b.shape)
-        return np.zeros(b.shape, b.dtype)
+        return _zeros(f"@{self.plan.name}: {b.role} buffer {b.name}", b.shape, b.dtype)
 
     def _compile(self, step: LaunchStep | CopyStep) -> Callable[[], None]:
         if isinstance(step, CopyStep):

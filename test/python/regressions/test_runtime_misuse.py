@@ -93,3 +93,29 @@ def test_aicfc_run_output_to_an_unwritable_path_is_an_error_not_a_crash(tmp_path
     err = capsys.readouterr().err
     assert f"aicfc-run: error: cannot write '{out}': No such file or directory" in err
     assert "internal error" not in err and "Traceback" not in err
+
+
+HUGE = "tensor<100000x100000x100000xf32>"  # 4e15 bytes: past any host address space
+
+
+@pytest.mark.parametrize(
+    ("role", "where"),
+    [("input", "input buffer x"), ("param", 'param "x"')],
+)
+def test_a_buffer_too_large_for_the_host_is_named(role, where):
+    # was "aicfc-run: internal error: MemoryError: Unable to allocate 3.55 PiB ..."
+    text = f"""
+    func.func @f(%x: {HUGE} {{aicfc.role = "{role}", aicfc.name = "x"}}) -> {HUGE} {{
+      %y = graph.relu %x : {HUGE}
+      func.return %y : {HUGE}
+    }}"""
+    arena = r"@f: the arena \(uint8\[4000000000000000\], 4000000000000000 bytes\) does not fit"
+    with pytest.raises(ExecError, match=arena):  # the planned tmp %y comes first
+        aicfc.execute.LoadedFunction.load(parse_module(text), "f", "numpy", inplace=False)
+    program = parse_module(text.replace(f"%y = graph.relu %x : {HUGE}\n", "").replace("%y", "%x"))
+    with pytest.raises(
+        ExecError,
+        match=f"@f: {where} \\(float32\\[100000, 100000, 100000\\], "
+        "4000000000000000 bytes\\) does not fit in host memory",
+    ):
+        aicfc.execute.LoadedFunction.load(program, "f", "numpy")

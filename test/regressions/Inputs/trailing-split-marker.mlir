@@ -1,0 +1,5 @@
+func.func @only() {
+  func.return
+}
+
+// -----
