@@ -70,6 +70,35 @@ def _zeros(what: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         raise _out_of_memory(what, shape, dtype) from None
 
 
+def _check_tmp_written_before_read(plan: ExecPlan) -> None:
+    """Every tmp buffer is written before it is read (by a step or as an output).
+
+    A tmp holds nothing at the start of a step: read first, it would give zeros,
+    or after memory planning the bytes of another buffer (hand-written exec IR).
+    """
+    tmp = {b.slot for b in plan.buffers if b.role == "tmp" and b.nbytes}
+    written: set[int] = set()
+
+    def check(slot: int, reader: str) -> None:
+        if slot in tmp and slot not in written:
+            raise ExecError(
+                f"@{plan.name}: tmp buffer {plan.buffers[slot].name} is read by {reader} before "
+                "anything writes it (its contents would be undefined)"
+            )
+
+    for step in plan.steps:
+        at = f" at {step.location}" if step.location else ""
+        if isinstance(step, CopyStep):
+            check(step.source, f"the exec.copy{at}")
+            written.add(step.dest)
+        else:
+            for slot in step.inputs:
+                check(slot, f'kernel "{step.kernel}"{at}')
+            written.update(step.outputs)
+    for name, slot in plan.outputs:
+        check(slot, f'exec.output "{name}"')
+
+
 def _where(plan: ExecPlan, step: LaunchStep | CopyStep) -> str:
     return f"@{plan.name}" + (f" ({step.location})" if step.location else "")
 
@@ -79,6 +108,7 @@ class NumpyExecutable(Executable):
 
     def __init__(self, plan: ExecPlan, store: BufferStore):
         super().__init__(plan, store)
+        _check_tmp_written_before_read(plan)
         arena_size = plan.arena_size or 0
         self.arena = _zeros(f"@{plan.name}: the arena", (arena_size,), np.dtype(np.uint8))
         self.arrays: list[np.ndarray] = [self._allocate(b) for b in plan.buffers]

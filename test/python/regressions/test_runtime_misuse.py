@@ -119,3 +119,40 @@ def test_a_buffer_too_large_for_the_host_is_named(role, where):
         "4000000000000000 bytes\\) does not fit in host memory",
     ):
         aicfc.execute.LoadedFunction.load(program, "f", "numpy")
+
+
+READ_BEFORE_WRITE = {
+    "launch input": """
+  exec.graph {
+    exec.launch "numpy.relu"(%u) outs(%t) : (!exec.buffer<4xf32, tmp>) -> (!exec.buffer<4xf32, tmp>)
+  }
+  exec.output "t" %t : !exec.buffer<4xf32, tmp>""",
+    "in-place launch": """
+  exec.graph {
+    exec.launch "numpy.relu"(%u) outs(%u) : (!exec.buffer<4xf32, tmp>) -> (!exec.buffer<4xf32, tmp>)
+  }
+  exec.output "u" %u : !exec.buffer<4xf32, tmp>""",
+    "copy source": """
+  exec.graph {
+    exec.copy %u -> %t : !exec.buffer<4xf32, tmp> -> !exec.buffer<4xf32, tmp>
+  }
+  exec.output "t" %t : !exec.buffer<4xf32, tmp>""",
+    "output": """
+  exec.graph {
+  }
+  exec.output "u" %u : !exec.buffer<4xf32, tmp>""",
+}
+
+
+@pytest.mark.parametrize("case", sorted(READ_BEFORE_WRITE))
+def test_a_tmp_read_before_any_write_is_refused_at_load(case):
+    # It ran, reading zeros (or, once planned into an arena, another buffer's bytes).
+    text = (
+        "exec.program @p {\n"
+        "  %u = exec.alloc : !exec.buffer<4xf32, tmp>\n"
+        "  %t = exec.alloc : !exec.buffer<4xf32, tmp>" + READ_BEFORE_WRITE[case] + "\n}\n"
+    )
+    backend = get_backend("numpy")
+    program = parse_module(text, "rbw.mlir").body.block.first_op
+    with pytest.raises(ExecError, match=r"@p: tmp buffer %u is read by .* before anything writes"):
+        backend.load(program, backend.create_store())  # type: ignore[arg-type]
