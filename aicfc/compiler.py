@@ -37,8 +37,9 @@ def compile(
 
     Nothing is lowered yet: each function is built and compiled at its first
     call with a new batch shape (see Program). Raises ValueError for an
-    unknown loss or backend, TypeError for a non-aicfc model or optimizer, and
-    the runtime's BackendUnavailable when backend="cupy" cannot run here.
+    unknown loss or backend, TypeError for a non-aicfc model or optimizer or for
+    parameters that are not all float32 or all float64, and the runtime's
+    BackendUnavailable when backend="cupy" cannot run here.
     """
     if not isinstance(model, Module):
         raise TypeError(f"compile: model must be an aicfc.nn.Module, got {type(model).__name__}")
