@@ -16,8 +16,9 @@
 //   Grid: 256-thread blocks; mode 0 ceil(M N / 256), mode 1 ceil(M / 8), mode 2
 //   ceil(N / 8) of them (8 warps per block).
 // aicfc_gemm_splitk_f32_{nn,nt,tn,tt}: 32x32 output tiles, K cut into `splits` chunks of
-//   `k_chunk` (a multiple of 32), one block per (tile, chunk), so a product of 32 tiles
-//   still runs on ~2 blocks per multiprocessor. Each block writes its partial tile to the
+//   `k_chunk` (a multiple of 32, at most 128: the block loads its whole chunk of both
+//   operands into shared memory with every load in flight at once, 34 KB), one block per
+//   (tile, chunk), so a product of 32 tiles still runs on ~2 blocks per multiprocessor. Each block writes its partial tile to the
 //   workspace; the last block of a tile to finish (a per-tile ticket, as common.cuh's
 //   last_block_done) adds the partials in chunk order, so the sum is deterministic, and
 //   applies the epilogue. splits = 1 writes Y directly. Workspace: uint32 tickets, one
@@ -72,8 +73,11 @@ __device__ __forceinline__ void skinny_short_k(const float* __restrict__ A,
 }
 
 // Modes 1 and 2: one warp per index w of the long side (a row m when SHORT_N, else a
-// column n); lane l accumulates k = l, l + 32, ... for every short index s < S.
-template <bool TA, bool TB, bool SHORT_N>
+// column n); lane l accumulates k = l, l + 32, ... for every short index s < S <= NS.
+// The loads of the NS short-side values are unconditional (indices past S are clamped
+// to S - 1, their sums are dropped): a load behind `if (s < S)` would be a branch, and
+// the warp would wait for each load in turn instead of having them all in flight.
+template <bool TA, bool TB, bool SHORT_N, int NS>
 __device__ __forceinline__ void skinny_warp(const float* __restrict__ A,
                                             const float* __restrict__ B,
                                             const float* __restrict__ bias, float* __restrict__ Y,
@@ -82,23 +86,22 @@ __device__ __forceinline__ void skinny_warp(const float* __restrict__ A,
   int w = (int)(((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5);
   int L = SHORT_N ? M : N, S = SHORT_N ? N : M;
   if (w >= L) return;  // the whole warp leaves together: the shuffles below see 32 lanes
-  float acc[kSkinny];
+  float acc[NS];
 #pragma unroll
-  for (int s = 0; s < kSkinny; ++s) acc[s] = 0.0f;
-#pragma unroll 2
+  for (int s = 0; s < NS; ++s) acc[s] = 0.0f;
+#pragma unroll 4
   for (int k = lane; k < K; k += 32) {
     float p = SHORT_N ? op_a<TA>(A, w, k, M, K) : op_b<TB>(B, k, w, K, N);
 #pragma unroll
-    for (int s = 0; s < kSkinny; ++s) {
-      if (s < S) {
-        float q = SHORT_N ? op_b<TB>(B, k, s, K, N) : op_a<TA>(A, s, k, M, K);
-        acc[s] = fmaf(p, q, acc[s]);
-      }
+    for (int s = 0; s < NS; ++s) {
+      int sc = s < S ? s : S - 1;
+      float q = SHORT_N ? op_b<TB>(B, k, sc, K, N) : op_a<TA>(A, sc, k, M, K);
+      acc[s] = fmaf(p, q, acc[s]);
     }
   }
   float mine = 0.0f;
 #pragma unroll
-  for (int s = 0; s < kSkinny; ++s) {
+  for (int s = 0; s < NS; ++s) {
     if (s < S) {  // uniform over the warp
       float v = warp_sum(acc[s]);
       if (lane == s) mine = v;
@@ -110,7 +113,20 @@ __device__ __forceinline__ void skinny_warp(const float* __restrict__ A,
   }
 }
 
-constexpr int kTile = 32, kTileK = 32, kThreads = 256;
+// The short side's bound NS as a template argument: 8, 16 or 32 accumulators.
+template <bool TA, bool TB, bool SHORT_N>
+__device__ __forceinline__ void skinny_warp_any(const float* A, const float* B, const float* bias,
+                                                float* Y, float* Z, int M, int N, int K, int act) {
+  int S = SHORT_N ? N : M;
+  if (S <= 8)
+    skinny_warp<TA, TB, SHORT_N, 8>(A, B, bias, Y, Z, M, N, K, act);
+  else if (S <= 16)
+    skinny_warp<TA, TB, SHORT_N, 16>(A, B, bias, Y, Z, M, N, K, act);
+  else
+    skinny_warp<TA, TB, SHORT_N, kSkinny>(A, B, bias, Y, Z, M, N, K, act);
+}
+
+constexpr int kTile = 32, kMaxChunk = 128, kThreads = 256;
 
 __device__ __forceinline__ size_t splitk_partials_offset(int tiles) {
   return ((size_t)tiles * 4 + 255) / 256 * 256;
@@ -122,38 +138,38 @@ __device__ __forceinline__ void gemm_splitk(const float* __restrict__ A,
                                             const float* __restrict__ bias, float* __restrict__ Y,
                                             float* __restrict__ Z, void* workspace, int M, int N,
                                             int K, int act, int splits, int k_chunk) {
-  __shared__ float As[kTileK][kTile + 1];  // As[k][m]
-  __shared__ float Bs[kTileK][kTile + 1];  // Bs[k][n]
+  __shared__ float As[kMaxChunk][kTile + 1];  // As[k][m], the block's whole K chunk
+  __shared__ float Bs[kMaxChunk][kTile + 1];  // Bs[k][n]
   __shared__ bool is_last;
   int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
   int m0 = blockIdx.y * kTile, n0 = blockIdx.x * kTile;
   int k_begin = blockIdx.z * k_chunk;
-  int k_end = min(K, k_begin + k_chunk);
+  int k_end = min(K, k_begin + k_chunk);  // k_chunk <= kMaxChunk (runtime/cuda_launch.py)
   float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
 
-  for (int k0 = k_begin; k0 < k_end; k0 += kTileK) {
-    // 4 elements of each 32x32 tile per thread; a warp reads 32 consecutive addresses of
-    // the stored matrix (r: the stored row, c: the stored column) whichever is transposed.
+  // The whole chunk at once (16 elements of each operand per thread, every load in flight
+  // together; predicated, not branched). A warp reads 32 consecutive addresses of the
+  // stored matrix whichever operand is transposed.
 #pragma unroll
-    for (int i = 0; i < kTile * kTileK / kThreads; ++i) {
-      int idx = tid + i * kThreads;
-      int r = idx / 32, c = idx % 32;
-      int am = TA ? c : r, ak = TA ? r : c;
-      As[ak][am] = (m0 + am < M && k0 + ak < k_end) ? op_a<TA>(A, m0 + am, k0 + ak, M, K) : 0.0f;
-      int bk = TB ? c : r, bn = TB ? r : c;
-      Bs[bk][bn] = (n0 + bn < N && k0 + bk < k_end) ? op_b<TB>(B, k0 + bk, n0 + bn, K, N) : 0.0f;
-    }
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < kTileK; ++k) {
-      float a0 = As[k][ty], a1 = As[k][ty + 16];
-      float b0 = Bs[k][tx], b1 = Bs[k][tx + 16];
-      acc[0][0] = fmaf(a0, b0, acc[0][0]);
-      acc[0][1] = fmaf(a0, b1, acc[0][1]);
-      acc[1][0] = fmaf(a1, b0, acc[1][0]);
-      acc[1][1] = fmaf(a1, b1, acc[1][1]);
-    }
-    __syncthreads();
+  for (int i = 0; i < kMaxChunk * kTile / kThreads; ++i) {
+    int idx = tid + i * kThreads;
+    int am = TA ? idx % kTile : idx / kMaxChunk, ak = TA ? idx / kTile : idx % kMaxChunk;
+    As[ak][am] =
+        (m0 + am < M && k_begin + ak < k_end) ? op_a<TA>(A, m0 + am, k_begin + ak, M, K) : 0.0f;
+    int bn = TB ? idx / kMaxChunk : idx % kTile, bk = TB ? idx % kMaxChunk : idx / kTile;
+    Bs[bk][bn] =
+        (n0 + bn < N && k_begin + bk < k_end) ? op_b<TB>(B, k_begin + bk, n0 + bn, K, N) : 0.0f;
+  }
+  __syncthreads();
+  int nk = k_end - k_begin;
+#pragma unroll 8
+  for (int k = 0; k < nk; ++k) {
+    float a0 = As[k][ty], a1 = As[k][ty + 16];
+    float b0 = Bs[k][tx], b1 = Bs[k][tx + 16];
+    acc[0][0] = fmaf(a0, b0, acc[0][0]);
+    acc[0][1] = fmaf(a0, b1, acc[0][1]);
+    acc[1][0] = fmaf(a1, b0, acc[1][0]);
+    acc[1][1] = fmaf(a1, b1, acc[1][1]);
   }
 
   if (splits == 1) {
@@ -186,16 +202,34 @@ __device__ __forceinline__ void gemm_splitk(const float* __restrict__ A,
   __syncthreads();
   if (!is_last) return;
   if (tid == 0) tickets[tile] = 0u;
+  // Add the partials in chunk order, 8 chunks' loads in flight at a time (a plain
+  // `s += load` loop would wait for each load in turn); absent ones read as 0.
+  float sum[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+  for (int z0 = 0; z0 < splits; z0 += 8) {
+    float v[2][2][8];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        int m = min(m0 + ty + 16 * i, M - 1), n = min(n0 + tx + 16 * j, N - 1);
+        size_t o = (size_t)m * N + n;
+#pragma unroll
+        for (int q = 0; q < 8; ++q)
+          v[i][j][q] = z0 + q < splits ? __ldcg(partials + (z0 + q) * plane + o) : 0.0f;
+      }
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int q = 0; q < 8; ++q) sum[i][j] += v[i][j][q];
+  }
 #pragma unroll
   for (int i = 0; i < 2; ++i)
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
-      if (m >= M || n >= N) continue;
-      size_t o = (size_t)m * N + n;
-      float s = 0.0f;
-      for (int z = 0; z < splits; ++z) s += __ldcg(partials + z * plane + o);
-      store_output(bias, Y, Z, N, m, n, s, act);
+      if (m < M && n < N) store_output(bias, Y, Z, N, m, n, sum[i][j], act);
     }
 }
 
@@ -206,9 +240,9 @@ __device__ __forceinline__ void gemm_splitk(const float* __restrict__ A,
       const float* A, const float* B, const float* bias, float* Y, float* Z, int32_t M,         \
       int32_t N, int32_t K, int32_t act, int32_t mode) {                                        \
     if (mode == 1)                                                                              \
-      aicfc::skinny_warp<TA, TB, true>(A, B, bias, Y, Z, M, N, K, act);                         \
+      aicfc::skinny_warp_any<TA, TB, true>(A, B, bias, Y, Z, M, N, K, act);                     \
     else if (mode == 2)                                                                         \
-      aicfc::skinny_warp<TA, TB, false>(A, B, bias, Y, Z, M, N, K, act);                        \
+      aicfc::skinny_warp_any<TA, TB, false>(A, B, bias, Y, Z, M, N, K, act);                    \
     else                                                                                        \
       aicfc::skinny_short_k<TA, TB>(A, B, bias, Y, Z, M, N, K, act);                            \
   }                                                                                             \

@@ -160,9 +160,17 @@ __device__ void cross_entropy_with_grad(const float* __restrict__ logits,
     s = aicfc::block_sum(s, scratch);
     if (threadIdx.x == 0) loss[0] = s * (1.0f / (float)N);
     if (dbias) {
+      // In block order, 8 blocks' loads in flight at a time (absent ones read as 0).
       for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float t = 0.0f;
-        for (unsigned b = 0; b < gridDim.x; ++b) t += __ldcg(column_partials + (size_t)b * C + c);
+        for (unsigned b0 = 0; b0 < gridDim.x; b0 += 8) {
+          float v[8];
+#pragma unroll
+          for (unsigned q = 0; q < 8; ++q)
+            v[q] = b0 + q < gridDim.x ? __ldcg(column_partials + (size_t)(b0 + q) * C + c) : 0.0f;
+#pragma unroll
+          for (unsigned q = 0; q < 8; ++q) t += v[q];
+        }
         dbias[c] = t;
       }
     }

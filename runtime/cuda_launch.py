@@ -166,13 +166,15 @@ def launch_gemm_skinny(
 
 SPLIT_K_TILE = 32
 SPLIT_K_MIN_CHUNK = 64
+SPLIT_K_MAX_CHUNK = 128  # gemm_small.cu kMaxChunk: a block's whole chunk in shared memory
 
 
 def split_k_plan(m: int, n: int, k: int, sm_count: int) -> tuple[int, int]:
     """(splits, k_chunk) for gemm_small.cu's split-K kernel: about two blocks per
-    multiprocessor, each block at least 64 of K, chunks a multiple of the 32-deep tile."""
+    multiprocessor, each block at least 64 of K and at most 128, chunks a multiple of 32."""
     tiles = cdiv(m, SPLIT_K_TILE) * cdiv(n, SPLIT_K_TILE)
     splits = max(1, min(cdiv(2 * sm_count, tiles), k // SPLIT_K_MIN_CHUNK))
+    splits = max(splits, cdiv(k, SPLIT_K_MAX_CHUNK))
     chunk = max(SPLIT_K_TILE, cdiv(cdiv(k, splits), SPLIT_K_TILE) * SPLIT_K_TILE)
     return max(1, cdiv(k, chunk)), chunk
 

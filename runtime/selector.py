@@ -42,6 +42,11 @@ SMALL_GEMM_MACS = 1 << 26
 """Products up to this many multiply-adds (M*N*K) are "small": latency-bound, where
 a kernel that spreads them over many blocks (skinny, split-K) beats a tiled one."""
 
+SPLIT_K_MIN_K = 256
+SPLIT_K_MAX_TILES = 64
+"""The split-K rule's shape: K of at least 256 (four chunks of 64), at most 64 output
+tiles of 32x32 (half the H200's multiprocessors)."""
+
 _ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i1": 1, "i32": 4, "i64": 8}
 
 
@@ -157,12 +162,25 @@ class ScoreRule:
 
 def _fills_tensor_tiles(p: Problem) -> bool:
     mnk = p.mnk()
-    return mnk is None or (mnk[0] >= TENSOR_TILE and mnk[1] >= TENSOR_TILE)
+    return mnk is None or (
+        mnk[0] >= TENSOR_TILE and mnk[1] >= TENSOR_TILE and mnk[2] >= TENSOR_TILE // 2
+    )
 
 
 def _small(p: Problem) -> bool:
     macs = p.macs()
     return macs is not None and macs <= SMALL_GEMM_MACS
+
+
+def _split_k_pays(p: Problem) -> bool:
+    """A small product with few 32x32 tiles and a K long enough to split four ways, where
+    a split-K kernel fills the GPU (measured on the H200: it lost to cuBLASLt at K = 128
+    with 64 and 200 tiles, BENCHMARKS.md)."""
+    mnk = p.mnk()
+    if mnk is None or not _small(p):
+        return False
+    m, n, k = mnk
+    return k >= SPLIT_K_MIN_K and -(-m // 32) * -(-n // 32) <= SPLIT_K_MAX_TILES
 
 
 SCORE_RULES: tuple[ScoreRule, ...] = (
@@ -184,9 +202,9 @@ SCORE_RULES: tuple[ScoreRule, ...] = (
         lambda s, p, cap: "skinny" in s.flags and _small(p),
     ),
     ScoreRule(
-        "split-K kernel for a small product (many blocks where tiles would be few)",
+        "split-K kernel for a small product with few tiles and a long K",
         10,
-        lambda s, p, cap: "split_k" in s.flags and _small(p),
+        lambda s, p, cap: "split_k" in s.flags and _split_k_pays(p),
     ),
     ScoreRule(
         "vendor library (cuBLASLt's tuned kernels)",
@@ -211,10 +229,11 @@ SCORE_RULES: tuple[ScoreRule, ...] = (
 )
 """Soft rules, applied only to kernels that passed `refusal` (so a specialised
 kernel whose constraints hold beats a generic one). With the CUDA registry, strict
-fp32: small skinny products go to the skinny kernel (16 + 4 + 2), other small ones
-to split-K (10 + 2) over cuBLASLt (8 + 2, priority 10), large ones to cuBLASLt over
-our 128x128 tile (4 + 2); with TF32 allowed, products that fill the tensor-core
-tiles go to cuBLASLt TF32 (20 + 5 + 8 + 2) or, without nvmath, our WMMA kernel."""
+fp32: small skinny products go to the skinny kernel (16 + 4 + 2), small ones with few
+tiles and a long K to split-K (10 + 2) over cuBLASLt (8 + 2, priority 10), the rest
+to cuBLASLt over our 128x128 tile (4 + 2); with TF32 allowed, products that fill the
+tensor-core tiles (M, N >= 64, K >= 32) go to cuBLASLt TF32 (20 + 5 + 8 + 2) or,
+without nvmath, our WMMA kernel."""
 
 
 def score(spec: KernelSpec, problem: Problem, capability: Capability) -> int:

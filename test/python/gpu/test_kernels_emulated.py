@@ -108,6 +108,21 @@ def test_split_k_gemm_adds_its_partials_and_resets_its_tickets(pair):
     assert not ws.array[:16].any()  # the kernel leaves the tickets at zero
 
 
+@pytest.mark.parametrize("pair", ["nn", "tt"])
+def test_split_k_gemm_with_full_128_deep_chunks(pair):
+    ctx = EmuContext()
+    ctx.sm_count = 1  # few blocks wanted: K = 300 is cut into chunks of the 128 maximum
+    ey, ez, launch = gemm_case("splitk", pair, 40, 40, 300, "gelu", seed=7, ctx=ctx)
+    assert (int(launch.args[-2]), int(launch.args[-1])) == (3, 128)
+    assert ey < TOL and ez < TOL
+
+
+def test_split_k_gemm_adds_more_than_eight_partials():
+    ey, ez, launch = gemm_case("splitk", "nt", 33, 33, 1000, "none", seed=8)
+    assert int(launch.args[-2]) == 11
+    assert ey < TOL and ez < TOL
+
+
 def test_split_k_gemm_with_one_split_writes_directly():
     ey, ez, launch = gemm_case("splitk", "nt", 70, 33, 40, "none", seed=6)
     assert int(launch.args[-2]) == 1 and ey < TOL and ez < TOL

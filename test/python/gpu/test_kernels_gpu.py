@@ -206,6 +206,26 @@ def test_skinny_gemm(pair, m, n, k):
 
 @pytest.mark.parametrize(
     ("m", "n", "k", "pair"),
+    [(128, 256, 784, "nt"), (128, 256, 256, "nn"), (33, 33, 1000, "tt")],
+)
+def test_split_k_with_many_partials(m, n, k, pair):
+    """The small config's first layer (9 partials of 96-deep chunks), and 11 partials."""
+    rng = np.random.default_rng(m + k)
+    ta, tb = PAIRS[pair]
+    a, b, bias = randn(rng, m, k), randn(rng, k, n), randn(rng, n)
+    (y,) = launch(
+        f"cuda.gemm_epilogue_splitk_{pair}",
+        [stored(a, ta), stored(b, tb), bias],
+        [((m, n), np.float32)],
+        {"act": "relu", "transpose_a": ta, "transpose_b": tb},
+        repeat=2,
+    )
+    ref = reference.gemm_epilogue(a.astype(F64), b.astype(F64), bias.astype(F64), act="relu")[0]
+    assert rel_err(y, ref) < F32_TOL
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "k", "pair"),
     [(128, 10, 256, "nt"), (128, 256, 10, "nn"), (10, 256, 128, "tn")],
 )
 def test_cublaslt_on_rows_that_are_not_multiples_of_16_bytes(m, n, k, pair):

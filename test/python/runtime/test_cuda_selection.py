@@ -45,9 +45,12 @@ def chosen(problem, **cap):
         (gemm(128, 10, 256, tb=True, act="none"), "cuda.gemm_epilogue_skinny_nt"),
         (gemm(128, 256, 10), "cuda.matmul_skinny_nn"),
         (gemm(10, 256, 128, ta=True), "cuda.matmul_skinny_tn"),
-        # Its other small products: split-K over many blocks.
+        # Its other small products: split-K over many blocks where K is long and the
+        # tiles few, cuBLASLt for the weight gradients (K = 128).
         (gemm(128, 256, 784, tb=True, act="relu"), "cuda.gemm_epilogue_splitk_nt"),
-        (gemm(256, 784, 128, ta=True), "cuda.matmul_splitk_tn"),
+        (gemm(128, 256, 256), "cuda.matmul_splitk_nn"),
+        (gemm(256, 784, 128, ta=True), "cuda.matmul_cublaslt_f32"),
+        (gemm(256, 256, 128, ta=True), "cuda.matmul_cublaslt_f32"),
         # Large products: cuBLASLt.
         (gemm(1024, 4096, 1024, tb=True, act="relu"), "cuda.gemm_epilogue_cublaslt_f32"),
         (gemm(4096, 4096, 8192, ta=True), "cuda.matmul_cublaslt_f32"),
@@ -69,6 +72,7 @@ def test_tf32_goes_to_tensor_cores_only_where_their_tiles_fill():
         "cuda.gemm_epilogue_skinny_nt"
     )
     assert chosen(gemm(10, 256, 128, ta=True), tf32=True) == "cuda.matmul_skinny_tn"
+    assert chosen(gemm(128, 256, 10), tf32=True) == "cuda.matmul_skinny_nn"  # K = 10
 
 
 def test_without_cublaslt_no_library_kernel_is_chosen():
@@ -116,11 +120,18 @@ def test_skinny_mode_and_grid(m, n, k, mode, blocks):
 
 @pytest.mark.parametrize(
     ("m", "n", "k", "splits", "chunk"),
-    [(128, 256, 784, 9, 96), (128, 256, 256, 4, 64), (256, 784, 128, 2, 64), (64, 64, 20, 1, 32)],
+    [
+        (128, 256, 784, 9, 96),
+        (128, 256, 256, 4, 64),
+        (256, 784, 128, 2, 64),
+        (64, 64, 20, 1, 32),
+        (32, 32, 4096, 64, 64),
+        (320, 320, 512, 4, 128),
+    ],
 )
 def test_split_k_plan_fills_the_device(m, n, k, splits, chunk):
     assert cuda_launch.split_k_plan(m, n, k, 132) == (splits, chunk)
-    assert (splits - 1) * chunk < k <= splits * chunk and chunk % 32 == 0
+    assert (splits - 1) * chunk < k <= splits * chunk and chunk % 32 == 0 and chunk <= 128
 
 
 def exec_kernels(exec_options):

@@ -159,12 +159,12 @@ def test_shape_bucket_rounds_dims_up_to_powers_of_two():
 
 def test_autotune_cache_overrides_with_a_feasible_kernel(tmp_path):
     table = (cuda("tc", flags=frozenset({"tensor_core"})), cuda("simt"))
-    p = gemm(100, 64, 3)
+    p = gemm(100, 64, 40)
     cache = AutotuneCache(tmp_path / "tune.json")
     cache.record(p, "h200", "cuda.simt")
     cache.save()
     reloaded = AutotuneCache(tmp_path / "tune.json")
-    assert reloaded.entries == {"graph.matmul|128x4,4x64|f32|h200": "cuda.simt"}
+    assert reloaded.entries == {"graph.matmul|128x64,64x64|f32|h200": "cuda.simt"}
     chosen = select(p, "cuda", CAP, reloaded, device="h200", registry=table)
     assert (chosen.spec.name, chosen.source) == ("cuda.simt", "autotune")
     # Same bucket, other device: the rules decide.
