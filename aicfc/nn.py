@@ -354,7 +354,7 @@ class Tanh(_Pointwise):
 class Dropout(Module):
     """Inverted dropout with drop probability p (torch.nn.Dropout), only in the train step.
 
-    Emits `graph.dropout %x, %offset p <p> seed <seed>`: the mask comes from
+    Emits `graph.dropout %x, %offset p = <p> seed = <seed>`: the mask comes from
     Philox4x32-10 keyed by this layer's `seed` (drawn from the Generator at
     construction) and counted from the `rng.offset` state, which the train step
     advances by one per step. `predict` emits nothing for it (eval mode).

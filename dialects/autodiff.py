@@ -9,7 +9,7 @@ seed 001 §5). Optimizer updates are SSA functions
 ```mlir
 %g:2 = autodiff.backward %loss wrt %w, %b : tensor<f32>, (tensor<16x8xf32>, tensor<16xf32>)
          -> (tensor<16x8xf32>, tensor<16xf32>)
-%w1, %m1, %v1, %s1 = autodiff.adam_step %w, %g#0, %m, %v, %s lr 1.000000e-03
+%w1, %m1, %v1, %s1 = autodiff.adam_step %w, %g#0, %m, %v, %s lr = 1.000000e-03
          : tensor<16x8xf32>, tensor<f32>
 ```
 """
@@ -402,7 +402,7 @@ class DropoutGradOp(AicfcOp):
     """dx = dy * mask / (1 - p), recomputing the forward's Philox mask from (seed, offset).
 
     ```mlir
-    %dx = autodiff.dropout_grad %dy, %offset p 0.1 seed 7 : tensor<8x16xf32>, tensor<i64>
+    %dx = autodiff.dropout_grad %dy, %offset p = 0.1 seed = 7 : tensor<8x16xf32>, tensor<i64>
     ```
     """
 
@@ -416,7 +416,7 @@ class DropoutGradOp(AicfcOp):
     seed = prop_def(IntegerAttr[I64])
     traits = traits_def(Pure(), OpInfo(F.IS_BACKWARD | F.IS_ELEMENTWISE, OUT0_IN0))
     assembly_format = (
-        "$grad `,` $offset `p` $p `seed` $seed attr-dict `:` type($grad) `,` type($offset)"
+        "$grad `,` $offset `p` `=` $p `seed` `=` $seed attr-dict `:` type($grad) `,` type($offset)"
     )
 
     def __init__(self, grad: SSAValue, offset: SSAValue, p: float, seed: int):
@@ -443,7 +443,7 @@ class EpilogueGradOp(AicfcOp):
     gradient reduces dZ itself, never a transpose (seed 001 §5.3).
 
     ```mlir
-    %dz, %db = autodiff.epilogue_grad %dy, %y act relu
+    %dz, %db = autodiff.epilogue_grad %dy, %y act = relu
                  : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
     ```
     """
@@ -458,7 +458,9 @@ class EpilogueGradOp(AicfcOp):
     traits = traits_def(
         Pure(), OpInfo(F.IS_BACKWARD | F.IS_FUSED | F.IS_ACTIVATION_GRAD | F.IS_REDUCTION)
     )
-    assembly_format = "$grad `,` $saved `act` $act attr-dict `:` functional-type(operands, results)"
+    assembly_format = (
+        "$grad `,` $saved `act` `=` $act attr-dict `:` functional-type(operands, results)"
+    )
 
     def __init__(self, grad: SSAValue, saved: SSAValue, act: Activation):
         t = ranked(self.name, "grad", grad)
@@ -521,7 +523,7 @@ class AdamStepOp(AicfcOp):
     the step counter, so a replayed CUDA graph needs no host-fed scalar.
 
     ```mlir
-    %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %g, %m, %v, %s lr 1.000000e-03
+    %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %g, %m, %v, %s lr = 1.000000e-03
                            : tensor<16x8xf32>, tensor<f32>
     ```
     """
@@ -555,9 +557,9 @@ class AdamStepOp(AicfcOp):
         ),
     )
     assembly_format = (
-        "$param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $step `lr` $lr "
-        "(`beta1` $beta1^)? (`beta2` $beta2^)? (`eps` $eps^)? "
-        "(`weight_decay` $weight_decay^)? (`decoupled` $decoupled_weight_decay^)? "
+        "$param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $step `lr` `=` $lr "
+        "(`beta1` `=` $beta1^)? (`beta2` `=` $beta2^)? (`eps` `=` $eps^)? "
+        "(`weight_decay` `=` $weight_decay^)? (`decoupled` $decoupled_weight_decay^)? "
         "attr-dict `:` type($param) `,` type($step)"
     )
 
@@ -613,9 +615,9 @@ class SgdStepOp(AicfcOp):
     (buf = g) because dampening is 0.
 
     ```mlir
-    %p1 = autodiff.sgd_step %p, %g lr 1.000000e-02
+    %p1 = autodiff.sgd_step %p, %g lr = 1.000000e-02
             : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
-    %p2, %b2 = autodiff.sgd_step %p, %g, %buf lr 1.000000e-02 momentum 9.000000e-01
+    %p2, %b2 = autodiff.sgd_step %p, %g, %buf lr = 1.000000e-02 momentum = 9.000000e-01
                  : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
     ```
     """
@@ -642,8 +644,8 @@ class SgdStepOp(AicfcOp):
         ),
     )
     assembly_format = (
-        "$param `,` $grad (`,` $momentum_buffer^)? `lr` $lr (`momentum` $momentum^)? "
-        "(`weight_decay` $weight_decay^)? (`nesterov` $nesterov^)? attr-dict `:` "
+        "$param `,` $grad (`,` $momentum_buffer^)? `lr` `=` $lr (`momentum` `=` $momentum^)? "
+        "(`weight_decay` `=` $weight_decay^)? (`nesterov` $nesterov^)? attr-dict `:` "
         "functional-type(operands, results)"
     )
 

@@ -214,7 +214,7 @@ class ProgramOp(IRDLOperation):
     arena_size = opt_prop_def(IntegerAttr[I64])
     body = region_def()
     traits = traits_def(IsolatedFromAbove(), NoTerminator(), SymbolOpInterface())
-    assembly_format = "$sym_name (`arena` $arena_size^)? attr-dict-with-keyword $body"
+    assembly_format = "$sym_name (`arena` `=` $arena_size^)? attr-dict-with-keyword $body"
 
     def __init__(self, sym_name: str, body: Region | None = None):
         super().__init__(
@@ -307,7 +307,7 @@ class AllocOp(IRDLOperation):
 
     ```mlir
     %t = exec.alloc : !exec.buffer<64x128xf32, tmp>
-    %u = exec.alloc offset 32768 : !exec.buffer<64x128xf32, tmp>
+    %u = exec.alloc offset = 32768 : !exec.buffer<64x128xf32, tmp>
     ```
     """
 
@@ -315,7 +315,7 @@ class AllocOp(IRDLOperation):
     offset = opt_prop_def(IntegerAttr[I64])
     result = result_def(BufferType)
     traits = traits_def(InsideProgram())
-    assembly_format = "(`offset` $offset^)? attr-dict `:` type($result)"
+    assembly_format = "(`offset` `=` $offset^)? attr-dict `:` type($result)"
 
     def __init__(self, type: BufferType, offset: int | None = None):
         super().__init__(
@@ -407,7 +407,7 @@ class LaunchOp(IRDLOperation):
     input runs in place.
 
     ```mlir
-    exec.launch "numpy.relu"(%a) outs(%b) alias "out0_in0"
+    exec.launch "numpy.relu"(%a) outs(%b) alias = "out0_in0"
       : (!exec.buffer<4xf32, tmp>) -> (!exec.buffer<4xf32, tmp>)
     ```
     """
@@ -422,7 +422,7 @@ class LaunchOp(IRDLOperation):
     traits = traits_def(InsideProgram())
     assembly_format = (
         "$kernel `(` $inputs `)` `outs` `(` $outputs `)` (`params` $params^)? "
-        "(`alias` $alias^)? attr-dict `:` `(` type($inputs) `)` `->` `(` type($outputs) `)`"
+        "(`alias` `=` $alias^)? attr-dict `:` `(` type($inputs) `)` `->` `(` type($outputs) `)`"
     )
 
     def __init__(

@@ -6,7 +6,7 @@ ops take operands of one type; broadcasting is explicit (`graph.broadcast_to`,
 `graph.bias_add`), as in StableHLO. Matrix ops are rank 2.
 
 ```mlir
-%h = graph.gemm_epilogue %x, %w bias %b act relu transpose_b
+%h = graph.gemm_epilogue %x, %w bias %b act = relu transpose_b
        : (tensor<64x64xf32>, tensor<128x64xf32>, tensor<128xf32>) -> tensor<64x128xf32>
 %l = graph.cross_entropy %logits, %y : (tensor<64x10xf32>, tensor<64xi32>) -> tensor<f32>
 ```
@@ -89,7 +89,7 @@ class Activation(StrEnum):
 
 @irdl_attr_definition
 class ActivationAttr(EnumAttribute[Activation], SpacedOpaqueSyntaxAttribute):
-    """`#graph<activation relu>`; printed bare (`act relu`) inside op formats."""
+    """`#graph<activation relu>`; printed bare (`act = relu`) inside op formats."""
 
     name = "graph.activation"
 
@@ -251,7 +251,7 @@ class GemmEpilogueOp(GraphOp):
     when act is not none.
 
     ```mlir
-    %y = graph.gemm_epilogue %x, %w bias %b act relu transpose_b
+    %y = graph.gemm_epilogue %x, %w bias %b act = relu transpose_b
            : (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16xf32>) -> tensor<8x16xf32>
     ```
     """
@@ -269,7 +269,7 @@ class GemmEpilogueOp(GraphOp):
         Pure(), OpInfo(F.IS_GEMM_LIKE | F.IS_FUSED | F.HAS_PARAM | F.IS_BIAS_ADD | F.IS_ACTIVATION)
     )
     assembly_format = (
-        "$lhs `,` $rhs (`bias` $bias^)? (`act` $act^)? (`transpose_a` $transpose_a^)? "
+        "$lhs `,` $rhs (`bias` $bias^)? (`act` `=` $act^)? (`transpose_a` $transpose_a^)? "
         "(`transpose_b` $transpose_b^)? attr-dict `:` functional-type(operands, results)"
     )
 
@@ -486,7 +486,7 @@ class DropoutOp(GraphOp):
     a new mask while `autodiff.dropout_grad` can recompute the same one.
 
     ```mlir
-    %y = graph.dropout %x, %offset p 0.1 seed 7 : tensor<8x16xf32>, tensor<i64>
+    %y = graph.dropout %x, %offset p = 0.1 seed = 7 : tensor<8x16xf32>, tensor<i64>
     ```
     """
 
@@ -502,7 +502,8 @@ class DropoutOp(GraphOp):
         Pure(), OpInfo(F.IS_ELEMENTWISE | F.IS_STOCHASTIC | F.COLLAPSES_INFO, OUT0_IN0)
     )
     assembly_format = (
-        "$input `,` $offset `p` $p `seed` $seed attr-dict `:` type($input) `,` type($offset)"
+        "$input `,` $offset `p` `=` $p `seed` `=` $seed attr-dict `:` type($input) `,` "
+        "type($offset)"
     )
 
     def __init__(self, input: SSAValue, offset: SSAValue, p: float, seed: int):

@@ -17,12 +17,12 @@ builtin.module {
     %7 = graph.bias_add %6, %_4.bias : (tensor<64x10xf32>, tensor<10xf32>) -> tensor<64x10xf32>
     %8 = graph.cross_entropy %7, %y : (tensor<64x10xf32>, tensor<64xi32>) -> tensor<f32>
     %9, %10, %11, %12, %13, %14 = autodiff.backward %8 wrt %_0.weight, %_0.bias, %_2.weight, %_2.bias, %_4.weight, %_4.bias : tensor<f32>, (tensor<128x64xf32>, tensor<128xf32>, tensor<128x128xf32>, tensor<128xf32>, tensor<10x128xf32>, tensor<10xf32>) -> (tensor<128x64xf32>, tensor<128xf32>, tensor<128x128xf32>, tensor<128xf32>, tensor<10x128xf32>, tensor<10xf32>)
-    %15, %16, %17, %18 = autodiff.adam_step %_0.weight, %9, %_0.weight.exp_avg, %_0.weight.exp_avg_sq, %_0.weight.step lr 1.000000e-03 : tensor<128x64xf32>, tensor<f32>
-    %19, %20, %21, %22 = autodiff.adam_step %_0.bias, %10, %_0.bias.exp_avg, %_0.bias.exp_avg_sq, %_0.bias.step lr 1.000000e-03 : tensor<128xf32>, tensor<f32>
-    %23, %24, %25, %26 = autodiff.adam_step %_2.weight, %11, %_2.weight.exp_avg, %_2.weight.exp_avg_sq, %_2.weight.step lr 1.000000e-03 : tensor<128x128xf32>, tensor<f32>
-    %27, %28, %29, %30 = autodiff.adam_step %_2.bias, %12, %_2.bias.exp_avg, %_2.bias.exp_avg_sq, %_2.bias.step lr 1.000000e-03 : tensor<128xf32>, tensor<f32>
-    %31, %32, %33, %34 = autodiff.adam_step %_4.weight, %13, %_4.weight.exp_avg, %_4.weight.exp_avg_sq, %_4.weight.step lr 1.000000e-03 : tensor<10x128xf32>, tensor<f32>
-    %35, %36, %37, %38 = autodiff.adam_step %_4.bias, %14, %_4.bias.exp_avg, %_4.bias.exp_avg_sq, %_4.bias.step lr 1.000000e-03 : tensor<10xf32>, tensor<f32>
+    %15, %16, %17, %18 = autodiff.adam_step %_0.weight, %9, %_0.weight.exp_avg, %_0.weight.exp_avg_sq, %_0.weight.step lr = 1.000000e-03 : tensor<128x64xf32>, tensor<f32>
+    %19, %20, %21, %22 = autodiff.adam_step %_0.bias, %10, %_0.bias.exp_avg, %_0.bias.exp_avg_sq, %_0.bias.step lr = 1.000000e-03 : tensor<128xf32>, tensor<f32>
+    %23, %24, %25, %26 = autodiff.adam_step %_2.weight, %11, %_2.weight.exp_avg, %_2.weight.exp_avg_sq, %_2.weight.step lr = 1.000000e-03 : tensor<128x128xf32>, tensor<f32>
+    %27, %28, %29, %30 = autodiff.adam_step %_2.bias, %12, %_2.bias.exp_avg, %_2.bias.exp_avg_sq, %_2.bias.step lr = 1.000000e-03 : tensor<128xf32>, tensor<f32>
+    %31, %32, %33, %34 = autodiff.adam_step %_4.weight, %13, %_4.weight.exp_avg, %_4.weight.exp_avg_sq, %_4.weight.step lr = 1.000000e-03 : tensor<10x128xf32>, tensor<f32>
+    %35, %36, %37, %38 = autodiff.adam_step %_4.bias, %14, %_4.bias.exp_avg, %_4.bias.exp_avg_sq, %_4.bias.step lr = 1.000000e-03 : tensor<10xf32>, tensor<f32>
     func.return %8, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38 : tensor<f32>, tensor<128x64xf32>, tensor<128x64xf32>, tensor<128x64xf32>, tensor<f32>, tensor<128xf32>, tensor<128xf32>, tensor<128xf32>, tensor<f32>, tensor<128x128xf32>, tensor<128x128xf32>, tensor<128x128xf32>, tensor<f32>, tensor<128xf32>, tensor<128xf32>, tensor<128xf32>, tensor<f32>, tensor<10x128xf32>, tensor<10x128xf32>, tensor<10x128xf32>, tensor<f32>, tensor<10xf32>, tensor<10xf32>, tensor<10xf32>, tensor<f32>
   }
   func.func @predict(%x: tensor<64x64xf32> {aicfc.role = "input", aicfc.name = "x"}, %_0.weight: tensor<128x64xf32> {aicfc.role = "param", aicfc.name = "0.weight"}, %_0.bias: tensor<128xf32> {aicfc.role = "param", aicfc.name = "0.bias"}, %_2.weight: tensor<128x128xf32> {aicfc.role = "param", aicfc.name = "2.weight"}, %_2.bias: tensor<128xf32> {aicfc.role = "param", aicfc.name = "2.bias"}, %_4.weight: tensor<10x128xf32> {aicfc.role = "param", aicfc.name = "4.weight"}, %_4.bias: tensor<10xf32> {aicfc.role = "param", aicfc.name = "4.bias"}) -> (tensor<64x10xf32> {aicfc.name = "output"}) {

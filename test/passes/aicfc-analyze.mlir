@@ -175,8 +175,8 @@ func.func @train_step(%x: tensor<2x4xf32> {aicfc.role = "input", aicfc.name = "x
   %1 = graph.bias_add %0, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   %l = graph.cross_entropy %1, %y : (tensor<2x3xf32>, tensor<2xi32>) -> tensor<f32>
   %g:2 = autodiff.backward %l wrt %w, %b : tensor<f32>, (tensor<3x4xf32>, tensor<3xf32>) -> (tensor<3x4xf32>, tensor<3xf32>)
-  %w1 = autodiff.sgd_step %w, %g#0 lr 1.000000e-01 : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
-  %b1 = autodiff.sgd_step %b, %g#1 lr 1.000000e-01 : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %w1 = autodiff.sgd_step %w, %g#0 lr = 1.000000e-01 : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %b1 = autodiff.sgd_step %b, %g#1 lr = 1.000000e-01 : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   func.return %l, %w1, %b1 : tensor<f32>, tensor<3x4xf32>, tensor<3xf32>
 }
 

@@ -6,7 +6,7 @@
 // STDERR: {{^}}{{.*}}aicfc-expand-backward-invalid.mlir:9:3: error: 'autodiff.adam_step' is not differentiable
 // STDERR-NOT: Traceback
 func.func @no_backward_through_adam_step(%p: tensor<4xf32>, %gr: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<4xf32>, %st: tensor<f32>) -> tensor<4xf32> {
-  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %gr, %m, %v, %st lr 1.000000e-03 : tensor<4xf32>, tensor<f32>
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %gr, %m, %v, %st lr = 1.000000e-03 : tensor<4xf32>, tensor<f32>
   %l = graph.reduce_sum %p1 axes = [0] : tensor<4xf32> -> tensor<f32>
   %g = autodiff.backward %l wrt %p : tensor<f32>, (tensor<4xf32>) -> (tensor<4xf32>)
   func.return %g : tensor<4xf32>
@@ -17,7 +17,7 @@ func.func @no_backward_through_adam_step(%p: tensor<4xf32>, %gr: tensor<4xf32>, 
 // CHECK: aicfc-expand-backward-invalid.mlir:20:3: error: 'autodiff.sgd_step' is not differentiable: an optimizer update is not differentiated
 func.func @no_backward_through_sgd_step(%p: tensor<4xf32>, %gr: tensor<4xf32>) -> tensor<4xf32> {
   %y = graph.tanh %p : tensor<4xf32>
-  %p1 = autodiff.sgd_step %y, %gr lr 1.000000e-02 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %p1 = autodiff.sgd_step %y, %gr lr = 1.000000e-02 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   %l = graph.reduce_sum %p1 axes = [0] : tensor<4xf32> -> tensor<f32>
   %g = autodiff.backward %l wrt %p : tensor<f32>, (tensor<4xf32>) -> (tensor<4xf32>)
   func.return %g : tensor<4xf32>
@@ -38,7 +38,7 @@ func.func @no_second_order_through_gelu_grad(%dy: tensor<4xf32>, %x: tensor<4xf3
 
 // CHECK: aicfc-expand-backward-invalid.mlir:41:3: error: 'autodiff.epilogue_grad' is not differentiable: with act gelu, its second derivative needs gelu''
 func.func @no_second_order_through_epilogue_grad_gelu(%dy: tensor<8x4xf32>, %z: tensor<8x4xf32>) -> tensor<8x4xf32> {
-  %dz, %db = autodiff.epilogue_grad %dy, %z act gelu : (tensor<8x4xf32>, tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<4xf32>)
+  %dz, %db = autodiff.epilogue_grad %dy, %z act = gelu : (tensor<8x4xf32>, tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<4xf32>)
   %l = graph.reduce_sum %db axes = [0] : tensor<4xf32> -> tensor<f32>
   %g = autodiff.backward %l wrt %dy : tensor<f32>, (tensor<8x4xf32>) -> (tensor<8x4xf32>)
   func.return %g : tensor<8x4xf32>

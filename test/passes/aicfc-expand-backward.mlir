@@ -21,7 +21,7 @@ func.func @linear(%x: tensor<8x4xf32>, %w: tensor<16x4xf32>, %b: tensor<16xf32>,
 
 // gemm_epilogue relu is the composite of its parts (seed 001 §5.1).
 // CHECK-LABEL: func.func @gemm_epilogue_relu(
-// CHECK:         %[[Y:.*]] = graph.gemm_epilogue %x, %w bias %b act relu transpose_b
+// CHECK:         %[[Y:.*]] = graph.gemm_epilogue %x, %w bias %b act = relu transpose_b
 // CHECK:         graph.reduce_sum %{{.*}} axes = [0, 1]
 // CHECK:         %[[DP:.*]] = graph.broadcast_to
 // CHECK-NEXT:    %[[DY:.*]] = graph.mul %[[DP]], %r
@@ -32,7 +32,7 @@ func.func @linear(%x: tensor<8x4xf32>, %w: tensor<16x4xf32>, %b: tensor<16xf32>,
 // CHECK-NOT:     graph.transpose
 // CHECK-NEXT:    func.return %[[DX]], %[[DW]], %[[DB]]
 func.func @gemm_epilogue_relu(%x: tensor<8x4xf32>, %w: tensor<16x4xf32>, %b: tensor<16xf32>, %r: tensor<8x16xf32>) -> (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16xf32>) {
-  %y = graph.gemm_epilogue %x, %w bias %b act relu transpose_b : (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  %y = graph.gemm_epilogue %x, %w bias %b act = relu transpose_b : (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16xf32>) -> tensor<8x16xf32>
   %p = graph.mul %y, %r : tensor<8x16xf32>
   %l = graph.reduce_sum %p axes = [0, 1] : tensor<8x16xf32> -> tensor<f32>
   %g:3 = autodiff.backward %l wrt %x, %w, %b : tensor<f32>, (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16xf32>) -> (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16xf32>)
@@ -41,13 +41,13 @@ func.func @gemm_epilogue_relu(%x: tensor<8x4xf32>, %w: tensor<16x4xf32>, %b: ten
 
 // gelu takes the saved pre-activation Z from the pre_act result.
 // CHECK-LABEL: func.func @gemm_epilogue_gelu_pre_act(
-// CHECK:         %[[Y:[^,]*]], %[[Z:[^ ]*]] = graph.gemm_epilogue %x, %w bias %b act gelu
+// CHECK:         %[[Y:[^,]*]], %[[Z:[^ ]*]] = graph.gemm_epilogue %x, %w bias %b act = gelu
 // CHECK:         %[[DY:.*]] = autodiff.mse_loss_grad %[[Y]]
 // CHECK-NEXT:    %[[DZ:.*]] = autodiff.gelu_grad %[[DY]], %[[Z]] : tensor<8x16xf32>
 // CHECK-NEXT:    %[[DW:.*]] = graph.matmul %x, %[[DZ]] transpose_a : (tensor<8x4xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
 // CHECK-NEXT:    func.return %[[DW]]
 func.func @gemm_epilogue_gelu_pre_act(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %b: tensor<16xf32>, %t: tensor<8x16xf32>) -> tensor<4x16xf32> {
-  %y, %z = graph.gemm_epilogue %x, %w bias %b act gelu : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
+  %y, %z = graph.gemm_epilogue %x, %w bias %b act = gelu : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
   %l = graph.mse_loss %y, %t : tensor<8x16xf32> -> tensor<f32>
   %g = autodiff.backward %l wrt %w : tensor<f32>, (tensor<4x16xf32>) -> (tensor<4x16xf32>)
   func.return %g : tensor<4x16xf32>
@@ -61,7 +61,7 @@ func.func @gemm_epilogue_gelu_pre_act(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>,
 // CHECK-NEXT:    %[[DW:.*]] = graph.matmul %[[DZ]], %x transpose_a transpose_b : (tensor<8x16xf32>, tensor<4x8xf32>) -> tensor<16x4xf32>
 // CHECK-NEXT:    func.return %[[DW]]
 func.func @gemm_epilogue_gelu_recompute(%x: tensor<4x8xf32>, %w: tensor<16x4xf32>, %t: tensor<8x16xf32>) -> tensor<16x4xf32> {
-  %y = graph.gemm_epilogue %x, %w act gelu transpose_a transpose_b : (tensor<4x8xf32>, tensor<16x4xf32>) -> tensor<8x16xf32>
+  %y = graph.gemm_epilogue %x, %w act = gelu transpose_a transpose_b : (tensor<4x8xf32>, tensor<16x4xf32>) -> tensor<8x16xf32>
   %l = graph.mse_loss %y, %t : tensor<8x16xf32> -> tensor<f32>
   %g = autodiff.backward %l wrt %w : tensor<f32>, (tensor<16x4xf32>) -> (tensor<16x4xf32>)
   func.return %g : tensor<16x4xf32>
@@ -69,14 +69,14 @@ func.func @gemm_epilogue_gelu_recompute(%x: tensor<4x8xf32>, %w: tensor<16x4xf32
 
 // Multi-result: pre_act is used downstream, so its gradient adds into dZ.
 // CHECK-LABEL: func.func @multi_result_pre_act_used(
-// CHECK:         %[[Y:[^,]*]], %[[Z:[^ ]*]] = graph.gemm_epilogue %x, %w bias %b act relu
+// CHECK:         %[[Y:[^,]*]], %[[Z:[^ ]*]] = graph.gemm_epilogue %x, %w bias %b act = relu
 // CHECK:         %[[DS:.*]] = autodiff.mse_loss_grad
 // CHECK-NEXT:    %[[DZY:.*]] = autodiff.relu_grad %[[DS]], %[[Y]]
 // CHECK-NEXT:    %[[DZ:.*]] = graph.add %[[DZY]], %[[DS]] : tensor<8x16xf32>
 // CHECK-NEXT:    %[[DB:.*]] = graph.reduce_sum %[[DZ]] axes = [0]
 // CHECK-NEXT:    func.return %[[DB]]
 func.func @multi_result_pre_act_used(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %b: tensor<16xf32>, %t: tensor<8x16xf32>) -> tensor<16xf32> {
-  %y, %z = graph.gemm_epilogue %x, %w bias %b act relu : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
+  %y, %z = graph.gemm_epilogue %x, %w bias %b act = relu : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
   %s = graph.add %y, %z : tensor<8x16xf32>
   %l = graph.mse_loss %s, %t : tensor<8x16xf32> -> tensor<f32>
   %g = autodiff.backward %l wrt %b : tensor<f32>, (tensor<16xf32>) -> (tensor<16xf32>)
@@ -177,12 +177,12 @@ func.func @sub_reduce_broadcast(%a: tensor<4x3xf32>, %b: tensor<3xf32>) -> (tens
 // CHECK-LABEL: func.func @dropout_softmax(
 // CHECK:         %[[S:.*]] = graph.softmax %x axis = 1
 // CHECK:         %[[DD:.*]] = autodiff.mse_loss_grad
-// CHECK-NEXT:    %[[DS:.*]] = autodiff.dropout_grad %[[DD]], %off p 1.000000e-01 seed 7 : tensor<4x5xf32>, tensor<i64>
+// CHECK-NEXT:    %[[DS:.*]] = autodiff.dropout_grad %[[DD]], %off p = 1.000000e-01 seed = 7 : tensor<4x5xf32>, tensor<i64>
 // CHECK-NEXT:    %[[DX:.*]] = autodiff.softmax_grad %[[DS]], %[[S]] axis = 1 : tensor<4x5xf32>
 // CHECK-NEXT:    func.return %[[DX]]
 func.func @dropout_softmax(%x: tensor<4x5xf32>, %off: tensor<i64>, %t: tensor<4x5xf32>) -> tensor<4x5xf32> {
   %s = graph.softmax %x axis = 1 : tensor<4x5xf32>
-  %d = graph.dropout %s, %off p 1.000000e-01 seed 7 : tensor<4x5xf32>, tensor<i64>
+  %d = graph.dropout %s, %off p = 1.000000e-01 seed = 7 : tensor<4x5xf32>, tensor<i64>
   %l = graph.mse_loss %d, %t : tensor<4x5xf32> -> tensor<f32>
   %g = autodiff.backward %l wrt %x : tensor<f32>, (tensor<4x5xf32>) -> (tensor<4x5xf32>)
   func.return %g : tensor<4x5xf32>

@@ -76,12 +76,12 @@ func.func @dont_fold_with_relu_between(%x: tensor<3x4xf32> {aicfc.role = "input"
 
 // A fused activation is nonlinear too.
 // CHECK-LABEL: func.func @dont_fold_fused_relu
-// CHECK-NEXT:    graph.gemm_epilogue %x, %w1 act relu
+// CHECK-NEXT:    graph.gemm_epilogue %x, %w1 act = relu
 // CHECK-NEXT:    graph.gemm_epilogue
 func.func @dont_fold_fused_relu(%x: tensor<3x4xf32> {aicfc.role = "input", aicfc.name = "x"},
                                 %w1: tensor<6x4xf32> {aicfc.role = "param", aicfc.name = "a"},
                                 %w2: tensor<8x6xf32> {aicfc.role = "param", aicfc.name = "b"}) -> tensor<3x8xf32> {
-  %0 = graph.gemm_epilogue %x, %w1 act relu transpose_b : (tensor<3x4xf32>, tensor<6x4xf32>) -> tensor<3x6xf32>
+  %0 = graph.gemm_epilogue %x, %w1 act = relu transpose_b : (tensor<3x4xf32>, tensor<6x4xf32>) -> tensor<3x6xf32>
   %1 = graph.gemm_epilogue %0, %w2 transpose_b : (tensor<3x6xf32>, tensor<8x6xf32>) -> tensor<3x8xf32>
   func.return %1 : tensor<3x8xf32>
 }
@@ -153,7 +153,7 @@ func.func @dont_fold_in_train_step(%x: tensor<3x4xf32> {aicfc.role = "input", ai
   %1 = graph.matmul %0, %w2 transpose_b : (tensor<3x6xf32>, tensor<8x6xf32>) -> tensor<3x8xf32>
   %l = graph.mse_loss %1, %y : tensor<3x8xf32> -> tensor<f32>
   %g:2 = autodiff.backward %l wrt %w1, %w2 : tensor<f32>, (tensor<6x4xf32>, tensor<8x6xf32>) -> (tensor<6x4xf32>, tensor<8x6xf32>)
-  %n1 = autodiff.sgd_step %w1, %g#0 lr 1.000000e-01 : (tensor<6x4xf32>, tensor<6x4xf32>) -> tensor<6x4xf32>
-  %n2 = autodiff.sgd_step %w2, %g#1 lr 1.000000e-01 : (tensor<8x6xf32>, tensor<8x6xf32>) -> tensor<8x6xf32>
+  %n1 = autodiff.sgd_step %w1, %g#0 lr = 1.000000e-01 : (tensor<6x4xf32>, tensor<6x4xf32>) -> tensor<6x4xf32>
+  %n2 = autodiff.sgd_step %w2, %g#1 lr = 1.000000e-01 : (tensor<8x6xf32>, tensor<8x6xf32>) -> tensor<8x6xf32>
   func.return %l, %n1, %n2 : tensor<f32>, tensor<6x4xf32>, tensor<8x6xf32>
 }

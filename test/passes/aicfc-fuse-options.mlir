@@ -10,12 +10,12 @@
 // (activation-grad + bias-grad), or all.
 
 // ALL-LABEL: func.func @layer
-// ALL-NEXT: %y = graph.gemm_epilogue %x, %w bias %b act relu
-// ALL-NEXT: %dz, %db = autodiff.epilogue_grad %dy, %y act relu
+// ALL-NEXT: %y = graph.gemm_epilogue %x, %w bias %b act = relu
+// ALL-NEXT: %dz, %db = autodiff.epilogue_grad %dy, %y act = relu
 // ALL-NEXT: func.return %y, %dz, %db
 
 // FWD-LABEL: func.func @layer
-// FWD-NEXT: %y = graph.gemm_epilogue %x, %w bias %b act relu
+// FWD-NEXT: %y = graph.gemm_epilogue %x, %w bias %b act = relu
 // FWD-NEXT: %dz = autodiff.relu_grad %dy, %y
 // FWD-NEXT: %db = graph.reduce_sum %dz axes = [0]
 // FWD-NEXT: func.return %y, %dz, %db
@@ -24,7 +24,7 @@
 // BWD-NEXT: %m = graph.matmul %x, %w
 // BWD-NEXT: %z = graph.bias_add %m, %b
 // BWD-NEXT: %y = graph.relu %z
-// BWD-NEXT: %dz, %db = autodiff.epilogue_grad %dy, %y act relu
+// BWD-NEXT: %dz, %db = autodiff.epilogue_grad %dy, %y act = relu
 // BWD-NEXT: func.return %y, %dz, %db
 func.func @layer(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %b: tensor<16xf32>, %dy: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<16xf32>) {
   %m = graph.matmul %x, %w : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>

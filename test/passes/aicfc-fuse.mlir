@@ -6,7 +6,7 @@
 func.func @fuse_gemm_bias_relu(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %b: tensor<16xf32>) -> tensor<8x16xf32> {
   // CHECK-NOT: graph.matmul
   // CHECK-NOT: graph.bias_add
-  // CHECK: %y = graph.gemm_epilogue %x, %w bias %b act relu : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  // CHECK: %y = graph.gemm_epilogue %x, %w bias %b act = relu : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
   // CHECK-NEXT: func.return %y
   // CHECK-NOT: graph.relu
   %m = graph.matmul %x, %w : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
@@ -20,7 +20,7 @@ func.func @fuse_gemm_bias_relu(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %b: te
 func.func @fuse_gemm_bias_gelu_pre_act(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %b: tensor<16xf32>) -> tensor<8x16xf32> {
   // CHECK-NOT: graph.matmul
   // CHECK-NOT: graph.bias_add
-  // CHECK: %y, %z = graph.gemm_epilogue %x, %w bias %b act gelu : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
+  // CHECK: %y, %z = graph.gemm_epilogue %x, %w bias %b act = gelu : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
   // CHECK-NEXT: func.return %y
   // CHECK-NOT: graph.gelu
   %m = graph.matmul %x, %w : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
@@ -43,7 +43,7 @@ func.func @fuse_gemm_bias_only(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %b: te
 // CHECK-LABEL: func.func @fuse_gemm_act_only
 func.func @fuse_gemm_act_only(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>) -> tensor<8x16xf32> {
   // CHECK-NOT: graph.matmul
-  // CHECK: %y = graph.gemm_epilogue %x, %w act relu : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+  // CHECK: %y = graph.gemm_epilogue %x, %w act = relu : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
   // CHECK-NEXT: func.return %y
   // CHECK-NOT: graph.relu
   %m = graph.matmul %x, %w : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
@@ -53,7 +53,7 @@ func.func @fuse_gemm_act_only(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>) -> tens
 
 // CHECK-LABEL: func.func @fuse_gemm_gelu_no_bias
 func.func @fuse_gemm_gelu_no_bias(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>) -> tensor<8x16xf32> {
-  // CHECK-NEXT: %y, %m = graph.gemm_epilogue %x, %w act gelu : (tensor<8x4xf32>, tensor<4x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
+  // CHECK-NEXT: %y, %m = graph.gemm_epilogue %x, %w act = gelu : (tensor<8x4xf32>, tensor<4x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
   // CHECK-NEXT: func.return %y
   %m = graph.matmul %x, %w : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
   %y = graph.gelu %m : tensor<8x16xf32>
@@ -63,7 +63,7 @@ func.func @fuse_gemm_gelu_no_bias(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>) -> 
 // Y = relu(X^T W^T + b): both transpose flags are kept.
 // CHECK-LABEL: func.func @fuse_transpose_flags_kept
 func.func @fuse_transpose_flags_kept(%x: tensor<4x8xf32>, %w: tensor<16x4xf32>, %b: tensor<16xf32>) -> tensor<8x16xf32> {
-  // CHECK-NEXT: %y = graph.gemm_epilogue %x, %w bias %b act relu transpose_a transpose_b : (tensor<4x8xf32>, tensor<16x4xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  // CHECK-NEXT: %y = graph.gemm_epilogue %x, %w bias %b act = relu transpose_a transpose_b : (tensor<4x8xf32>, tensor<16x4xf32>, tensor<16xf32>) -> tensor<8x16xf32>
   // CHECK-NEXT: func.return %y
   %m = graph.matmul %x, %w transpose_a transpose_b : (tensor<4x8xf32>, tensor<16x4xf32>) -> tensor<8x16xf32>
   %z = graph.bias_add %m, %b : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
@@ -74,7 +74,7 @@ func.func @fuse_transpose_flags_kept(%x: tensor<4x8xf32>, %w: tensor<16x4xf32>, 
 // Z has another user: relu may fuse because the fused op re-exports Z as pre_act.
 // CHECK-LABEL: func.func @fuse_relu_reexports_pre_act
 func.func @fuse_relu_reexports_pre_act(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %b: tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {
-  // CHECK-NEXT: %y, %z = graph.gemm_epilogue %x, %w bias %b act relu : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
+  // CHECK-NEXT: %y, %z = graph.gemm_epilogue %x, %w bias %b act = relu : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
   // CHECK-NEXT: %t = graph.tanh %z
   // CHECK-NEXT: func.return %y, %t
   %m = graph.matmul %x, %w : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
@@ -87,7 +87,7 @@ func.func @fuse_relu_reexports_pre_act(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>
 // A user of Z sits between the bias_add and the gelu: the fused op goes before it.
 // CHECK-LABEL: func.func @fuse_placed_before_first_reader
 func.func @fuse_placed_before_first_reader(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %b: tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {
-  // CHECK-NEXT: %y, %z = graph.gemm_epilogue %x, %w bias %b act gelu
+  // CHECK-NEXT: %y, %z = graph.gemm_epilogue %x, %w bias %b act = gelu
   // CHECK-NEXT: %t = graph.tanh %z
   // CHECK-NEXT: func.return %y, %t
   %m = graph.matmul %x, %w : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
@@ -101,7 +101,7 @@ func.func @fuse_placed_before_first_reader(%x: tensor<8x4xf32>, %w: tensor<4x16x
 // CHECK-LABEL: func.func @fuse_bias_defined_after_matmul
 func.func @fuse_bias_defined_after_matmul(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %b0: tensor<16xf32>) -> tensor<8x16xf32> {
   // CHECK-NEXT: %b = graph.relu %b0
-  // CHECK-NEXT: %y = graph.gemm_epilogue %x, %w bias %b act relu
+  // CHECK-NEXT: %y = graph.gemm_epilogue %x, %w bias %b act = relu
   // CHECK-NEXT: func.return %y
   %m = graph.matmul %x, %w : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
   %b = graph.relu %b0 : tensor<16xf32>
@@ -113,7 +113,7 @@ func.func @fuse_bias_defined_after_matmul(%x: tensor<8x4xf32>, %w: tensor<4x16xf
 // A gemm_epilogue with no bias and act none is a plain product: it may be extended.
 // CHECK-LABEL: func.func @fuse_extends_plain_gemm_epilogue
 func.func @fuse_extends_plain_gemm_epilogue(%x: tensor<8x4xf32>, %w: tensor<16x4xf32>, %b: tensor<16xf32>) -> tensor<8x16xf32> {
-  // CHECK-NEXT: %y = graph.gemm_epilogue %x, %w bias %b act relu transpose_b
+  // CHECK-NEXT: %y = graph.gemm_epilogue %x, %w bias %b act = relu transpose_b
   // CHECK-NEXT: func.return %y
   %m = graph.gemm_epilogue %x, %w transpose_b : (tensor<8x4xf32>, tensor<16x4xf32>) -> tensor<8x16xf32>
   %z = graph.bias_add %m, %b : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
@@ -124,7 +124,7 @@ func.func @fuse_extends_plain_gemm_epilogue(%x: tensor<8x4xf32>, %w: tensor<16x4
 // Other float dtypes fuse too (every op of the chain has the same DTYPE_* bit).
 // CHECK-LABEL: func.func @fuse_f64_chain
 func.func @fuse_f64_chain(%x: tensor<8x4xf64>, %w: tensor<4x16xf64>, %b: tensor<16xf64>) -> tensor<8x16xf64> {
-  // CHECK-NEXT: %y = graph.gemm_epilogue %x, %w bias %b act relu : (tensor<8x4xf64>, tensor<4x16xf64>, tensor<16xf64>) -> tensor<8x16xf64>
+  // CHECK-NEXT: %y = graph.gemm_epilogue %x, %w bias %b act = relu : (tensor<8x4xf64>, tensor<4x16xf64>, tensor<16xf64>) -> tensor<8x16xf64>
   %m = graph.matmul %x, %w : (tensor<8x4xf64>, tensor<4x16xf64>) -> tensor<8x16xf64>
   %z = graph.bias_add %m, %b : (tensor<8x16xf64>, tensor<16xf64>) -> tensor<8x16xf64>
   %y = graph.relu %z : tensor<8x16xf64>
@@ -137,7 +137,7 @@ func.func @fuse_f64_chain(%x: tensor<8x4xf64>, %w: tensor<4x16xf64>, %b: tensor<
 // CHECK-LABEL: func.func @fuse_backward_relu
 func.func @fuse_backward_relu(%dy: tensor<8x16xf32>, %y: tensor<8x16xf32>, %x: tensor<8x4xf32>, %w: tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<8x4xf32>, tensor<16xf32>) {
   // CHECK-NOT: autodiff.relu_grad
-  // CHECK: %dz, %db = autodiff.epilogue_grad %dy, %y act relu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  // CHECK: %dz, %db = autodiff.epilogue_grad %dy, %y act = relu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
   // CHECK-NEXT: %dw = graph.matmul %x, %dz transpose_a
   // CHECK-NEXT: %dx = graph.matmul %dz, %w transpose_b
   // CHECK-NEXT: func.return %dw, %dx, %db
@@ -153,7 +153,7 @@ func.func @fuse_backward_relu(%dy: tensor<8x16xf32>, %y: tensor<8x16xf32>, %x: t
 // CHECK-LABEL: func.func @fuse_backward_gelu
 func.func @fuse_backward_gelu(%dy: tensor<8x16xf32>, %z: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>) {
   // CHECK-NOT: autodiff.gelu_grad
-  // CHECK: %dz, %db = autodiff.epilogue_grad %dy, %z act gelu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  // CHECK: %dz, %db = autodiff.epilogue_grad %dy, %z act = gelu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
   // CHECK-NEXT: func.return %dz, %db
   // CHECK-NOT: graph.reduce_sum
   %dz = autodiff.gelu_grad %dy, %z : tensor<8x16xf32>
@@ -164,7 +164,7 @@ func.func @fuse_backward_gelu(%dy: tensor<8x16xf32>, %z: tensor<8x16xf32>) -> (t
 // axes = [-2] of a rank-2 tensor is axis 0.
 // CHECK-LABEL: func.func @fuse_backward_negative_axis
 func.func @fuse_backward_negative_axis(%dy: tensor<8x16xf32>, %y: tensor<8x16xf32>) -> tensor<16xf32> {
-  // CHECK-NEXT: %{{.*}}, %db = autodiff.epilogue_grad %dy, %y act relu
+  // CHECK-NEXT: %{{.*}}, %db = autodiff.epilogue_grad %dy, %y act = relu
   // CHECK-NEXT: func.return %db
   %dz = autodiff.relu_grad %dy, %y : tensor<8x16xf32>
   %db = graph.reduce_sum %dz axes = [-2] : tensor<8x16xf32> -> tensor<16xf32>
@@ -174,8 +174,8 @@ func.func @fuse_backward_negative_axis(%dy: tensor<8x16xf32>, %y: tensor<8x16xf3
 // One layer's forward and backward in one function: both patterns apply.
 // CHECK-LABEL: func.func @fuse_layer_forward_and_backward
 func.func @fuse_layer_forward_and_backward(%x: tensor<8x4xf32>, %w: tensor<16x4xf32>, %b: tensor<16xf32>, %dy: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16x4xf32>, tensor<16xf32>) {
-  // CHECK-NEXT: %y, %z = graph.gemm_epilogue %x, %w bias %b act gelu transpose_b
-  // CHECK-NEXT: %dz, %db = autodiff.epilogue_grad %dy, %z act gelu
+  // CHECK-NEXT: %y, %z = graph.gemm_epilogue %x, %w bias %b act = gelu transpose_b
+  // CHECK-NEXT: %dz, %db = autodiff.epilogue_grad %dy, %z act = gelu
   // CHECK-NEXT: %dw = graph.matmul %dz, %x transpose_a
   // CHECK-NEXT: func.return %y, %dw, %db
   %m = graph.matmul %x, %w transpose_b : (tensor<8x4xf32>, tensor<16x4xf32>) -> tensor<8x16xf32>
@@ -258,10 +258,10 @@ func.func @dont_fuse_bias_add_not_consuming_matmul(%x: tensor<8x4xf32>, %w: tens
 // relu(relu(A B)) is not a new epilogue: the fused op already has act relu.
 // CHECK-LABEL: func.func @dont_fuse_into_fused_activation
 func.func @dont_fuse_into_fused_activation(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>) -> tensor<8x16xf32> {
-  // CHECK-NEXT: %h = graph.gemm_epilogue %x, %w act relu
+  // CHECK-NEXT: %h = graph.gemm_epilogue %x, %w act = relu
   // CHECK-NEXT: %y = graph.relu %h
   // CHECK-NEXT: func.return %y
-  %h = graph.gemm_epilogue %x, %w act relu : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+  %h = graph.gemm_epilogue %x, %w act = relu : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
   %y = graph.relu %h : tensor<8x16xf32>
   func.return %y : tensor<8x16xf32>
 }

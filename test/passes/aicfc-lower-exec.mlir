@@ -29,7 +29,7 @@ func.func @buffers_and_roles(%x: tensor<4x3xf32> {aicfc.role = "input", aicfc.na
 // CHECK-NEXT:    %s = exec.alloc : !exec.buffer<5xf32, tmp>
 // CHECK-NEXT:    exec.graph {
 // CHECK-NEXT:      exec.launch "numpy.gemm_epilogue"(%x, %w, %b) outs(%h) params {act = "gelu", transpose_b = true} : (!exec.buffer<4x3xf32, input>, !exec.buffer<5x3xf32, param>, !exec.buffer<5xf32, param>) -> (!exec.buffer<4x5xf32, tmp>){{$}}
-// CHECK-NEXT:      exec.launch "numpy.relu"(%h) outs(%r) alias "out0_in0" : (!exec.buffer<4x5xf32, tmp>) -> (!exec.buffer<4x5xf32, tmp>)
+// CHECK-NEXT:      exec.launch "numpy.relu"(%h) outs(%r) alias = "out0_in0" : (!exec.buffer<4x5xf32, tmp>) -> (!exec.buffer<4x5xf32, tmp>)
 // CHECK-NEXT:      exec.launch "numpy.reduce_sum"(%r) outs(%s) params {axes = array<i64: 0>} : (!exec.buffer<4x5xf32, tmp>) -> (!exec.buffer<5xf32, tmp>){{$}}
 // CHECK-NEXT:    }
 // CHECK-NEXT:    exec.output "sum" %s : !exec.buffer<5xf32, tmp>
@@ -37,7 +37,7 @@ func.func @kernels_params_alias(%x: tensor<4x3xf32> {aicfc.role = "input", aicfc
                                 %w: tensor<5x3xf32> {aicfc.role = "param", aicfc.name = "w"},
                                 %b: tensor<5xf32> {aicfc.role = "param", aicfc.name = "b"})
     -> (tensor<5xf32> {aicfc.name = "sum"}) {
-  %h = graph.gemm_epilogue %x, %w bias %b act gelu transpose_b : (tensor<4x3xf32>, tensor<5x3xf32>, tensor<5xf32>) -> tensor<4x5xf32>
+  %h = graph.gemm_epilogue %x, %w bias %b act = gelu transpose_b : (tensor<4x3xf32>, tensor<5x3xf32>, tensor<5xf32>) -> tensor<4x5xf32>
   %r = graph.relu %h : tensor<4x5xf32>
   %s = graph.reduce_sum %r axes = [0] : tensor<4x5xf32> -> tensor<5xf32>
   func.return %s : tensor<5xf32>
@@ -56,8 +56,8 @@ func.func @kernels_params_alias(%x: tensor<4x3xf32> {aicfc.role = "input", aicfc
 // CHECK-NEXT:    %w1 = exec.alloc : !exec.buffer<4xf32, tmp>
 // CHECK-NEXT:    %[[OLD_W:.*]] = exec.alloc : !exec.buffer<4xf32, tmp>
 // CHECK-NEXT:    exec.graph {
-// CHECK-NEXT:      exec.launch "numpy.add"(%off, %one) outs(%o1) alias "out0_in0"
-// CHECK-NEXT:      exec.launch "numpy.sgd_step"(%w, %g) outs(%w1) params {lr = 1.000000e-01 : f64, momentum = 0.000000e+00 : f64, weight_decay = 0.000000e+00 : f64} alias "sgd_pair"
+// CHECK-NEXT:      exec.launch "numpy.add"(%off, %one) outs(%o1) alias = "out0_in0"
+// CHECK-NEXT:      exec.launch "numpy.sgd_step"(%w, %g) outs(%w1) params {lr = 1.000000e-01 : f64, momentum = 0.000000e+00 : f64, weight_decay = 0.000000e+00 : f64} alias = "sgd_pair"
 // CHECK-NEXT:      exec.copy %w -> %[[OLD_W]] : !exec.buffer<4xf32, param> -> !exec.buffer<4xf32, tmp>
 // CHECK-NEXT:      exec.copy %o1 -> %off : !exec.buffer<i64, tmp> -> !exec.buffer<i64, state>
 // CHECK-NEXT:      exec.copy %w1 -> %w : !exec.buffer<4xf32, tmp> -> !exec.buffer<4xf32, param>
@@ -73,7 +73,7 @@ func.func @copy_back_and_outputs(%g: tensor<4xf32> {aicfc.role = "input", aicfc.
         tensor<4xf32> {aicfc.name = "b"}, tensor<4xf32>, tensor<4xf32> {aicfc.name = "w_seen"}) {
   %one = graph.constant dense<1> : tensor<i64>
   %o1 = graph.add %off, %one : tensor<i64>
-  %w1 = autodiff.sgd_step %w, %g lr 0.1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %w1 = autodiff.sgd_step %w, %g lr = 0.1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   func.return %o1, %w1, %b, %w1, %w : tensor<i64>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
 

@@ -8,11 +8,11 @@
 // A chain t1 -> t2 -> t3: t1 is dead once t2 is written, so t3 reuses its bytes.
 // Lifetimes (launch positions): t1 [0, 1], t2 [1, 2], t3 [2, end].
 
-// CHECK-LABEL: exec.program @share_disjoint_lifetimes arena 512 {
-// CHECK:         %t1 = exec.alloc offset 0 : !exec.buffer<64xf32, tmp>
-// CHECK-NEXT:    %t2 = exec.alloc offset 256 : !exec.buffer<64xf32, tmp>
-// CHECK-NEXT:    %t3 = exec.alloc offset 0 : !exec.buffer<64xf32, tmp>
-// A64-LABEL:   exec.program @share_disjoint_lifetimes arena 512 {
+// CHECK-LABEL: exec.program @share_disjoint_lifetimes arena = 512 {
+// CHECK:         %t1 = exec.alloc offset = 0 : !exec.buffer<64xf32, tmp>
+// CHECK-NEXT:    %t2 = exec.alloc offset = 256 : !exec.buffer<64xf32, tmp>
+// CHECK-NEXT:    %t3 = exec.alloc offset = 0 : !exec.buffer<64xf32, tmp>
+// A64-LABEL:   exec.program @share_disjoint_lifetimes arena = 512 {
 exec.program @share_disjoint_lifetimes {
   %x = exec.buffer "x" : !exec.buffer<64xf32, input>
   %t1 = exec.alloc : !exec.buffer<64xf32, tmp>
@@ -29,10 +29,10 @@ exec.program @share_disjoint_lifetimes {
 // t1 is last launched-on at position 0 but is a program output, so it lives to
 // the end of the step and nothing may share its bytes.
 
-// CHECK-LABEL: exec.program @outputs_live_to_end arena 768 {
-// CHECK:         %t1 = exec.alloc offset 0 : !exec.buffer<64xf32, tmp>
-// CHECK-NEXT:    %t2 = exec.alloc offset 256 : !exec.buffer<64xf32, tmp>
-// CHECK-NEXT:    %t3 = exec.alloc offset 512 : !exec.buffer<64xf32, tmp>
+// CHECK-LABEL: exec.program @outputs_live_to_end arena = 768 {
+// CHECK:         %t1 = exec.alloc offset = 0 : !exec.buffer<64xf32, tmp>
+// CHECK-NEXT:    %t2 = exec.alloc offset = 256 : !exec.buffer<64xf32, tmp>
+// CHECK-NEXT:    %t3 = exec.alloc offset = 512 : !exec.buffer<64xf32, tmp>
 exec.program @outputs_live_to_end {
   %x = exec.buffer "x" : !exec.buffer<64xf32, input>
   %t1 = exec.alloc : !exec.buffer<64xf32, tmp>
@@ -50,14 +50,14 @@ exec.program @outputs_live_to_end {
 // Mixed sizes, largest placed first; every offset is a multiple of the
 // alignment and the arena is rounded up to it.
 
-// CHECK-LABEL: exec.program @alignment arena 768 {
-// CHECK:         %a = exec.alloc offset 0 : !exec.buffer<32xf32, tmp>
-// CHECK-NEXT:    %b = exec.alloc offset 256 : !exec.buffer<4xf32, tmp>
-// CHECK-NEXT:    %c = exec.alloc offset 512 : !exec.buffer<4xf32, tmp>
-// A64-LABEL:   exec.program @alignment arena 256 {
-// A64:           %a = exec.alloc offset 0 : !exec.buffer<32xf32, tmp>
-// A64-NEXT:      %b = exec.alloc offset 128 : !exec.buffer<4xf32, tmp>
-// A64-NEXT:      %c = exec.alloc offset 192 : !exec.buffer<4xf32, tmp>
+// CHECK-LABEL: exec.program @alignment arena = 768 {
+// CHECK:         %a = exec.alloc offset = 0 : !exec.buffer<32xf32, tmp>
+// CHECK-NEXT:    %b = exec.alloc offset = 256 : !exec.buffer<4xf32, tmp>
+// CHECK-NEXT:    %c = exec.alloc offset = 512 : !exec.buffer<4xf32, tmp>
+// A64-LABEL:   exec.program @alignment arena = 256 {
+// A64:           %a = exec.alloc offset = 0 : !exec.buffer<32xf32, tmp>
+// A64-NEXT:      %b = exec.alloc offset = 128 : !exec.buffer<4xf32, tmp>
+// A64-NEXT:      %c = exec.alloc offset = 192 : !exec.buffer<4xf32, tmp>
 exec.program @alignment {
   %x = exec.buffer "x" : !exec.buffer<32xf32, input>
   %xs = exec.buffer "xs" : !exec.buffer<4xf32, input>
@@ -76,9 +76,9 @@ exec.program @alignment {
 // An in-place launch (after aicfc-fold-inplace) is one buffer over its whole
 // span; a program without tmp buffers has an empty arena.
 
-// CHECK-LABEL: exec.program @inplace_span arena 512 {
-// CHECK:         %h = exec.alloc offset 0 : !exec.buffer<64xf32, tmp>
-// CHECK-NEXT:    %s = exec.alloc offset 256 : !exec.buffer<f32, tmp>
+// CHECK-LABEL: exec.program @inplace_span arena = 512 {
+// CHECK:         %h = exec.alloc offset = 0 : !exec.buffer<64xf32, tmp>
+// CHECK-NEXT:    %s = exec.alloc offset = 256 : !exec.buffer<f32, tmp>
 exec.program @inplace_span {
   %x = exec.buffer "x" : !exec.buffer<64xf32, input>
   %h = exec.alloc : !exec.buffer<64xf32, tmp>
@@ -91,7 +91,7 @@ exec.program @inplace_span {
   exec.output "s" %s : !exec.buffer<f32, tmp>
 }
 
-// CHECK-LABEL: exec.program @no_tmps arena 0 {
+// CHECK-LABEL: exec.program @no_tmps arena = 0 {
 exec.program @no_tmps {
   %w = exec.buffer "w" : !exec.buffer<4xf32, param>
   %g = exec.buffer "g" : !exec.buffer<4xf32, input>

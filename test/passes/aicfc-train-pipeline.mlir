@@ -20,7 +20,7 @@
 // CHECK:      exec.launch "numpy.matmul"(%dlogits, %x) outs(%dw) params {transpose_a = true}
 // Adam writes param, exp_avg, exp_avg_sq and step in place: outputs are the input buffers.
 // CHECK:      exec.launch "numpy.adam_step"(%w, %dw, %m, %v, %s) outs(%w, %m, %v, %s)
-// CHECK-SAME: alias "adam_triplet"
+// CHECK-SAME: alias = "adam_triplet"
 // CHECK:      exec.launch "numpy.adam_step"(%b, %db, %bm, %bv, %bs) outs(%b, %bm, %bv, %bs)
 // In place, nothing is copied back.
 // CHECK-NOT:  exec.copy
@@ -58,7 +58,7 @@ func.func @train_step(
   %logits = graph.bias_add %h, %b : (tensor<4x2xf32>, tensor<2xf32>) -> tensor<4x2xf32>
   %loss = graph.cross_entropy %logits, %y : (tensor<4x2xf32>, tensor<4xi32>) -> tensor<f32>
   %gw, %gb = autodiff.backward %loss wrt %w, %b : tensor<f32>, (tensor<2x3xf32>, tensor<2xf32>) -> (tensor<2x3xf32>, tensor<2xf32>)
-  %w1, %m1, %v1, %s1 = autodiff.adam_step %w, %gw, %m, %v, %s lr 1.000000e-03 : tensor<2x3xf32>, tensor<f32>
-  %b1, %bm1, %bv1, %bs1 = autodiff.adam_step %b, %gb, %bm, %bv, %bs lr 1.000000e-03 : tensor<2xf32>, tensor<f32>
+  %w1, %m1, %v1, %s1 = autodiff.adam_step %w, %gw, %m, %v, %s lr = 1.000000e-03 : tensor<2x3xf32>, tensor<f32>
+  %b1, %bm1, %bv1, %bs1 = autodiff.adam_step %b, %gb, %bm, %bv, %bs lr = 1.000000e-03 : tensor<2xf32>, tensor<f32>
   func.return %loss, %w1, %m1, %v1, %s1, %b1, %bm1, %bv1, %bs1 : tensor<f32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<f32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<f32>
 }

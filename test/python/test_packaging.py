@@ -40,7 +40,7 @@ PARSED = (
     "%y = graph.relu %z : tensor<8x16xf32>",
 )
 FUSED = (
-    "graph.gemm_epilogue %x, %w bias %b act relu : "
+    "graph.gemm_epilogue %x, %w bias %b act = relu : "
     "(tensor<8x4xf32>, tensor<4x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>"
 )
 

@@ -81,7 +81,7 @@ func.func @adam_step_with_nan_eps_is_refused(%p: tensor<4xf32>, %s: tensor<f32>)
 
 func.func @adam_step_with_negative_weight_decay_is_refused(%p: tensor<4xf32>, %s: tensor<f32>) {
   // CHECK: {{.*}}verifier-gaps.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: weight_decay must be non-negative, got -0.01
-  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr 1.0e-3 weight_decay -1.0e-2 : tensor<4xf32>, tensor<f32>
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr = 1.0e-3 weight_decay = -1.0e-2 : tensor<4xf32>, tensor<f32>
   func.return
 }
 
@@ -89,7 +89,7 @@ func.func @adam_step_with_negative_weight_decay_is_refused(%p: tensor<4xf32>, %s
 
 func.func @sgd_step_with_negative_lr_is_refused(%p: tensor<4xf32>, %g: tensor<4xf32>) {
   // CHECK: {{.*}}verifier-gaps.mlir:[[# @LINE + 1]]:3: error: autodiff.sgd_step: lr must be non-negative, got -0.1
-  %p1 = autodiff.sgd_step %p, %g lr -0.1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %p1 = autodiff.sgd_step %p, %g lr = -0.1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   func.return
 }
 
@@ -105,7 +105,7 @@ func.func @sgd_step_with_nan_lr_is_refused(%p: tensor<4xf32>, %g: tensor<4xf32>)
 
 func.func @sgd_step_with_negative_weight_decay_is_refused(%p: tensor<4xf32>, %g: tensor<4xf32>) {
   // CHECK: {{.*}}verifier-gaps.mlir:[[# @LINE + 1]]:3: error: autodiff.sgd_step: weight_decay must be non-negative, got -0.5
-  %p1 = autodiff.sgd_step %p, %g lr 0.1 weight_decay -0.5 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %p1 = autodiff.sgd_step %p, %g lr = 0.1 weight_decay = -0.5 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   func.return
 }
 

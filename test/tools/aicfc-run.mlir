@@ -35,7 +35,7 @@ func.func @train_step(
   %logits = graph.bias_add %h, %b : (tensor<8x2xf32>, tensor<2xf32>) -> tensor<8x2xf32>
   %loss = graph.cross_entropy %logits, %y : (tensor<8x2xf32>, tensor<8xi32>) -> tensor<f32>
   %gw, %gb = autodiff.backward %loss wrt %w, %b : tensor<f32>, (tensor<2x3xf32>, tensor<2xf32>) -> (tensor<2x3xf32>, tensor<2xf32>)
-  %w1, %m1, %v1, %s1 = autodiff.adam_step %w, %gw, %m, %v, %s lr 1.000000e-01 : tensor<2x3xf32>, tensor<f32>
-  %b1, %bm1, %bv1, %bs1 = autodiff.adam_step %b, %gb, %bm, %bv, %bs lr 1.000000e-01 : tensor<2xf32>, tensor<f32>
+  %w1, %m1, %v1, %s1 = autodiff.adam_step %w, %gw, %m, %v, %s lr = 1.000000e-01 : tensor<2x3xf32>, tensor<f32>
+  %b1, %bm1, %bv1, %bs1 = autodiff.adam_step %b, %gb, %bm, %bv, %bs lr = 1.000000e-01 : tensor<2xf32>, tensor<f32>
   func.return %loss, %w1, %m1, %v1, %s1, %b1, %bm1, %bv1, %bs1 : tensor<f32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<f32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<f32>
 }

@@ -78,7 +78,7 @@ func.func @mse_loss_grad_dloss(%p: tensor<8x4xf32>, %t: tensor<8x4xf32>, %dl: te
 
 func.func @dropout_grad_p(%dy: tensor<8xf32>, %off: tensor<i64>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.dropout_grad: p must be in [0, 1), got -0.5
-  %dx = autodiff.dropout_grad %dy, %off p -0.5 seed 7 : tensor<8xf32>, tensor<i64>
+  %dx = autodiff.dropout_grad %dy, %off p = -0.5 seed = 7 : tensor<8xf32>, tensor<i64>
   func.return
 }
 
@@ -86,7 +86,7 @@ func.func @dropout_grad_p(%dy: tensor<8xf32>, %off: tensor<i64>) {
 
 func.func @epilogue_grad_rank(%dy: tensor<8xf32>, %y: tensor<8xf32>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.epilogue_grad: grad must be rank 2 [M, N], got [8]
-  %dz, %db = autodiff.epilogue_grad %dy, %y act relu : (tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>)
+  %dz, %db = autodiff.epilogue_grad %dy, %y act = relu : (tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>)
   func.return
 }
 
@@ -94,7 +94,7 @@ func.func @epilogue_grad_rank(%dy: tensor<8xf32>, %y: tensor<8xf32>) {
 
 func.func @epilogue_grad_saved(%dy: tensor<8x16xf32>, %y: tensor<16x8xf32>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.epilogue_grad: grad tensor<8x16xf32> and saved tensor<16x8xf32> must have one type
-  %dz, %db = autodiff.epilogue_grad %dy, %y act relu : (tensor<8x16xf32>, tensor<16x8xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  %dz, %db = autodiff.epilogue_grad %dy, %y act = relu : (tensor<8x16xf32>, tensor<16x8xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
   func.return
 }
 
@@ -102,7 +102,7 @@ func.func @epilogue_grad_saved(%dy: tensor<8x16xf32>, %y: tensor<16x8xf32>) {
 
 func.func @epilogue_grad_act_none(%dy: tensor<8x16xf32>, %y: tensor<8x16xf32>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.epilogue_grad: act must be relu or gelu (for none, dZ = dY: use graph.reduce_sum)
-  %dz, %db = autodiff.epilogue_grad %dy, %y act none : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  %dz, %db = autodiff.epilogue_grad %dy, %y act = none : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
   func.return
 }
 
@@ -110,7 +110,7 @@ func.func @epilogue_grad_act_none(%dy: tensor<8x16xf32>, %y: tensor<8x16xf32>) {
 
 func.func @adam_step_counter(%p: tensor<4xf32>, %s: tensor<i64>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: step must be a scalar tensor<f32>, got tensor<i64>
-  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr 1.0e-3 : tensor<4xf32>, tensor<i64>
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr = 1.0e-3 : tensor<4xf32>, tensor<i64>
   func.return
 }
 
@@ -118,7 +118,7 @@ func.func @adam_step_counter(%p: tensor<4xf32>, %s: tensor<i64>) {
 
 func.func @adam_step_beta(%p: tensor<4xf32>, %s: tensor<f32>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: beta2 must be in [0, 1), got 1.0
-  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr 1.0e-3 beta2 1.0 : tensor<4xf32>, tensor<f32>
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr = 1.0e-3 beta2 = 1.0 : tensor<4xf32>, tensor<f32>
   func.return
 }
 
@@ -126,7 +126,7 @@ func.func @adam_step_beta(%p: tensor<4xf32>, %s: tensor<f32>) {
 
 func.func @adam_step_negative_lr(%p: tensor<4xf32>, %s: tensor<f32>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: lr and eps must be non-negative, got lr = -0.001, eps = 1e-08
-  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr -1.0e-3 : tensor<4xf32>, tensor<f32>
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr = -1.0e-3 : tensor<4xf32>, tensor<f32>
   func.return
 }
 
@@ -134,7 +134,7 @@ func.func @adam_step_negative_lr(%p: tensor<4xf32>, %s: tensor<f32>) {
 
 func.func @sgd_step_momentum_without_buffer(%p: tensor<4xf32>, %g: tensor<4xf32>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.sgd_step: a momentum buffer operand is needed exactly when momentum != 0 (momentum = 0.9)
-  %p1 = autodiff.sgd_step %p, %g lr 0.1 momentum 0.9 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %p1 = autodiff.sgd_step %p, %g lr = 0.1 momentum = 0.9 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   func.return
 }
 
@@ -142,7 +142,7 @@ func.func @sgd_step_momentum_without_buffer(%p: tensor<4xf32>, %g: tensor<4xf32>
 
 func.func @sgd_step_nesterov_without_momentum(%p: tensor<4xf32>, %g: tensor<4xf32>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.sgd_step: nesterov needs momentum
-  %p1 = autodiff.sgd_step %p, %g lr 0.1 nesterov : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %p1 = autodiff.sgd_step %p, %g lr = 0.1 nesterov : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   func.return
 }
 
@@ -150,7 +150,7 @@ func.func @sgd_step_nesterov_without_momentum(%p: tensor<4xf32>, %g: tensor<4xf3
 
 func.func @sgd_step_buffer_not_returned(%p: tensor<4xf32>, %g: tensor<4xf32>, %buf: tensor<4xf32>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.sgd_step: 1 momentum buffer operand(s) but 0 new momentum buffer result(s); the updated buffer must be returned exactly when one is passed
-  %p1 = autodiff.sgd_step %p, %g, %buf lr 0.1 momentum 0.9 : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %p1 = autodiff.sgd_step %p, %g, %buf lr = 0.1 momentum = 0.9 : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   func.return
 }
 
@@ -166,7 +166,7 @@ func.func @adam_step_nan_lr(%p: tensor<4xf32>, %s: tensor<f32>) {
 
 func.func @sgd_step_negative_momentum(%p: tensor<4xf32>, %g: tensor<4xf32>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.sgd_step: momentum must be non-negative, got -0.9
-  %p1, %b1 = autodiff.sgd_step %p, %g, %g lr 0.1 momentum -0.9 : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  %p1, %b1 = autodiff.sgd_step %p, %g, %g lr = 0.1 momentum = -0.9 : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
   func.return
 }
 

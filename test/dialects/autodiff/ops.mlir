@@ -64,9 +64,9 @@ func.func @loss_grads(%x: tensor<8x10xf32>, %y: tensor<8xi32>, %t: tensor<8x10xf
 // CHECK-LABEL: func.func @dropout_grad
 // CHECK-SAME: (%dy: tensor<8x16xf32>, %off: tensor<i64>) {
 func.func @dropout_grad(%dy: tensor<8x16xf32>, %off: tensor<i64>) {
-  // CHECK-NEXT: %0 = autodiff.dropout_grad %dy, %off p 1.000000e-01 seed 7 : tensor<8x16xf32>, tensor<i64>
+  // CHECK-NEXT: %0 = autodiff.dropout_grad %dy, %off p = 1.000000e-01 seed = 7 : tensor<8x16xf32>, tensor<i64>
   // GENERIC: %0 = "autodiff.dropout_grad"(%dy, %off) <{p = 1.000000e-01 : f64, seed = 7 : i64}> : (tensor<8x16xf32>, tensor<i64>) -> tensor<8x16xf32>
-  %0 = autodiff.dropout_grad %dy, %off p 0.1 seed 7 : tensor<8x16xf32>, tensor<i64>
+  %0 = autodiff.dropout_grad %dy, %off p = 0.1 seed = 7 : tensor<8x16xf32>, tensor<i64>
   // CHECK-NEXT: func.return
   func.return
 // CHECK-NEXT: }
@@ -75,11 +75,11 @@ func.func @dropout_grad(%dy: tensor<8x16xf32>, %off: tensor<i64>) {
 // CHECK-LABEL: func.func @epilogue_grad
 // CHECK-SAME: (%dy: tensor<8x16xf32>, %y: tensor<8x16xf32>) {
 func.func @epilogue_grad(%dy: tensor<8x16xf32>, %y: tensor<8x16xf32>) {
-  // CHECK-NEXT: %dz, %db = autodiff.epilogue_grad %dy, %y act relu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
-  %dz, %db = autodiff.epilogue_grad %dy, %y act relu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
-  // CHECK-NEXT: %dz2, %db2 = autodiff.epilogue_grad %dy, %y act gelu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  // CHECK-NEXT: %dz, %db = autodiff.epilogue_grad %dy, %y act = relu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  %dz, %db = autodiff.epilogue_grad %dy, %y act = relu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  // CHECK-NEXT: %dz2, %db2 = autodiff.epilogue_grad %dy, %y act = gelu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
   // GENERIC: %dz2, %db2 = "autodiff.epilogue_grad"(%dy, %y) <{act = #graph<activation gelu>}> : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
-  %dz2, %db2 = autodiff.epilogue_grad %dy, %y act gelu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  %dz2, %db2 = autodiff.epilogue_grad %dy, %y act = gelu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
   // CHECK-NEXT: func.return
   func.return
 // CHECK-NEXT: }
@@ -88,15 +88,15 @@ func.func @epilogue_grad(%dy: tensor<8x16xf32>, %y: tensor<8x16xf32>) {
 // CHECK-LABEL: func.func @adam_step
 // CHECK-SAME: (%p: tensor<16x8xf32>, %g: tensor<16x8xf32>, %m: tensor<16x8xf32>, %v: tensor<16x8xf32>, %s: tensor<f32>) {
 func.func @adam_step(%p: tensor<16x8xf32>, %g: tensor<16x8xf32>, %m: tensor<16x8xf32>, %v: tensor<16x8xf32>, %s: tensor<f32>) {
-  // CHECK-NEXT: %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %g, %m, %v, %s lr 3.000000e-04 : tensor<16x8xf32>, tensor<f32>
+  // CHECK-NEXT: %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %g, %m, %v, %s lr = 3.000000e-04 : tensor<16x8xf32>, tensor<f32>
   // GENERIC: %p1, %m1, %v1, %s1 = "autodiff.adam_step"(%p, %g, %m, %v, %s) <{lr = 3.000000e-04 : f64, beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, eps = 1.000000e-08 : f64, weight_decay = 0.000000e+00 : f64}> : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>) -> (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>)
-  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %g, %m, %v, %s lr 3.0e-4 : tensor<16x8xf32>, tensor<f32>
-  // CHECK-NEXT: %p2, %m2, %v2, %s2 = autodiff.adam_step %p, %g, %m, %v, %s lr 3.000000e-04 : tensor<16x8xf32>, tensor<f32>
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %g, %m, %v, %s lr = 3.0e-4 : tensor<16x8xf32>, tensor<f32>
+  // CHECK-NEXT: %p2, %m2, %v2, %s2 = autodiff.adam_step %p, %g, %m, %v, %s lr = 3.000000e-04 : tensor<16x8xf32>, tensor<f32>
   // GENERIC: %p2, %m2, %v2, %s2 = "autodiff.adam_step"(%p, %g, %m, %v, %s) <{lr = 3.000000e-04 : f64, eps = 1.000000e-08 : f64, beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, weight_decay = 0.000000e+00 : f64}> : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>) -> (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>)
-  %p2, %m2, %v2, %s2 = autodiff.adam_step %p, %g, %m, %v, %s lr 3.0e-4 eps 1.0e-8 : tensor<16x8xf32>, tensor<f32>
-  // CHECK-NEXT: %p3, %m3, %v3, %s3 = autodiff.adam_step %p, %g, %m, %v, %s lr 1.000000e-03 beta1 8.000000e-01 beta2 9.900000e-01 eps 1.000000e-07 weight_decay 1.000000e-02 decoupled : tensor<16x8xf32>, tensor<f32>
+  %p2, %m2, %v2, %s2 = autodiff.adam_step %p, %g, %m, %v, %s lr = 3.0e-4 eps = 1.0e-8 : tensor<16x8xf32>, tensor<f32>
+  // CHECK-NEXT: %p3, %m3, %v3, %s3 = autodiff.adam_step %p, %g, %m, %v, %s lr = 1.000000e-03 beta1 = 8.000000e-01 beta2 = 9.900000e-01 eps = 1.000000e-07 weight_decay = 1.000000e-02 decoupled : tensor<16x8xf32>, tensor<f32>
   // GENERIC: %p3, %m3, %v3, %s3 = "autodiff.adam_step"(%p, %g, %m, %v, %s) <{lr = 1.000000e-03 : f64, beta1 = 8.000000e-01 : f64, beta2 = 9.900000e-01 : f64, eps = 1.000000e-07 : f64, weight_decay = 1.000000e-02 : f64, decoupled_weight_decay}> : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>) -> (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>)
-  %p3, %m3, %v3, %s3 = autodiff.adam_step %p, %g, %m, %v, %s lr 1.0e-3 beta1 0.8 beta2 0.99 eps 1.0e-7 weight_decay 0.01 decoupled : tensor<16x8xf32>, tensor<f32>
+  %p3, %m3, %v3, %s3 = autodiff.adam_step %p, %g, %m, %v, %s lr = 1.0e-3 beta1 = 0.8 beta2 = 0.99 eps = 1.0e-7 weight_decay = 0.01 decoupled : tensor<16x8xf32>, tensor<f32>
   // CHECK-NEXT: func.return
   func.return
 // CHECK-NEXT: }
@@ -105,16 +105,16 @@ func.func @adam_step(%p: tensor<16x8xf32>, %g: tensor<16x8xf32>, %m: tensor<16x8
 // CHECK-LABEL: func.func @sgd_step
 // CHECK-SAME: (%p: tensor<16x8xf32>, %g: tensor<16x8xf32>, %buf: tensor<16x8xf32>) {
 func.func @sgd_step(%p: tensor<16x8xf32>, %g: tensor<16x8xf32>, %buf: tensor<16x8xf32>) {
-  // CHECK-NEXT: %p1 = autodiff.sgd_step %p, %g lr 1.000000e-02 : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  // CHECK-NEXT: %p1 = autodiff.sgd_step %p, %g lr = 1.000000e-02 : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
   // GENERIC: %p1 = "autodiff.sgd_step"(%p, %g) <{lr = 1.000000e-02 : f64, momentum = 0.000000e+00 : f64, weight_decay = 0.000000e+00 : f64}> : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
-  %p1 = autodiff.sgd_step %p, %g lr 0.01 : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
-  // CHECK-NEXT: %p2 = autodiff.sgd_step %p, %g lr 1.000000e-02 weight_decay 1.000000e-04 : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
-  %p2 = autodiff.sgd_step %p, %g lr 0.01 weight_decay 1.0e-4 : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
-  // CHECK-NEXT: %p3, %b3 = autodiff.sgd_step %p, %g, %buf lr 1.000000e-02 momentum 9.000000e-01 : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
-  %p3, %b3 = autodiff.sgd_step %p, %g, %buf lr 0.01 momentum 0.9 : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
-  // CHECK-NEXT: %p4, %b4 = autodiff.sgd_step %p, %g, %buf lr 1.000000e-02 momentum 9.000000e-01 nesterov : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
+  %p1 = autodiff.sgd_step %p, %g lr = 0.01 : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  // CHECK-NEXT: %p2 = autodiff.sgd_step %p, %g lr = 1.000000e-02 weight_decay = 1.000000e-04 : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  %p2 = autodiff.sgd_step %p, %g lr = 0.01 weight_decay = 1.0e-4 : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
+  // CHECK-NEXT: %p3, %b3 = autodiff.sgd_step %p, %g, %buf lr = 1.000000e-02 momentum = 9.000000e-01 : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
+  %p3, %b3 = autodiff.sgd_step %p, %g, %buf lr = 0.01 momentum = 0.9 : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
+  // CHECK-NEXT: %p4, %b4 = autodiff.sgd_step %p, %g, %buf lr = 1.000000e-02 momentum = 9.000000e-01 nesterov : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
   // GENERIC: %p4, %b4 = "autodiff.sgd_step"(%p, %g, %buf) <{lr = 1.000000e-02 : f64, momentum = 9.000000e-01 : f64, nesterov, weight_decay = 0.000000e+00 : f64}> : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
-  %p4, %b4 = autodiff.sgd_step %p, %g, %buf lr 0.01 momentum 0.9 nesterov : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
+  %p4, %b4 = autodiff.sgd_step %p, %g, %buf lr = 0.01 momentum = 0.9 nesterov : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
   // CHECK-NEXT: func.return
   func.return
 // CHECK-NEXT: }

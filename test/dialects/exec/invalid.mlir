@@ -47,7 +47,7 @@ exec.program @op_at_program_level {
 
 // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:1: error: exec.program @offset_without_arena: an exec.alloc has an offset but no arena size
 exec.program @offset_without_arena {
-  %a = exec.alloc offset 0 : !exec.buffer<4xf32, tmp>
+  %a = exec.alloc offset = 0 : !exec.buffer<4xf32, tmp>
   exec.graph {
     exec.launch "numpy.noop"() outs() : () -> ()
   }
@@ -56,8 +56,8 @@ exec.program @offset_without_arena {
 // -----
 
 // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:1: error: exec.program @offset_past_arena: exec.alloc at offset 32 ends at byte 96, past the arena of 64 bytes
-exec.program @offset_past_arena arena 64 {
-  %a = exec.alloc offset 32 : !exec.buffer<16xf32, tmp>
+exec.program @offset_past_arena arena = 64 {
+  %a = exec.alloc offset = 32 : !exec.buffer<16xf32, tmp>
   exec.graph {
     exec.launch "numpy.noop"() outs() : () -> ()
   }
@@ -140,7 +140,7 @@ exec.program @launch_unknown_alias {
   %t = exec.alloc : !exec.buffer<4xf32, tmp>
   exec.graph {
     // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.launch "numpy.relu": unknown alias policy "out1_in0" (known: adam_triplet, out0_in0, sgd_pair)
-    exec.launch "numpy.relu"(%t) outs(%t) alias "out1_in0" : (!exec.buffer<4xf32, tmp>) -> (!exec.buffer<4xf32, tmp>)
+    exec.launch "numpy.relu"(%t) outs(%t) alias = "out1_in0" : (!exec.buffer<4xf32, tmp>) -> (!exec.buffer<4xf32, tmp>)
   }
 }
 
@@ -169,7 +169,7 @@ exec.program @copy_shape {
 // -----
 
 // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:1: error: exec.program @negative_arena: arena size must be non-negative, got -16
-exec.program @negative_arena arena -16 {
+exec.program @negative_arena arena = -16 {
   exec.graph {
   }
 }
@@ -177,10 +177,10 @@ exec.program @negative_arena arena -16 {
 // -----
 
 // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:1: error: exec.program @live_overlap: exec.alloc %a (bytes 0..16) and %b (bytes 8..24) share bytes but are both live at exec.graph position 1; planned buffers may overlap only when their lifetimes are disjoint
-exec.program @live_overlap arena 32 {
+exec.program @live_overlap arena = 32 {
   %x = exec.buffer "x" : !exec.buffer<4xf32, input>
-  %a = exec.alloc offset 0 : !exec.buffer<4xf32, tmp>
-  %b = exec.alloc offset 8 : !exec.buffer<4xf32, tmp>
+  %a = exec.alloc offset = 0 : !exec.buffer<4xf32, tmp>
+  %b = exec.alloc offset = 8 : !exec.buffer<4xf32, tmp>
   exec.graph {
     exec.launch "numpy.relu"(%x) outs(%a) : (!exec.buffer<4xf32, input>) -> (!exec.buffer<4xf32, tmp>)
     exec.launch "numpy.tanh"(%a) outs(%b) : (!exec.buffer<4xf32, tmp>) -> (!exec.buffer<4xf32, tmp>)

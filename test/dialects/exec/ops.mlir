@@ -31,9 +31,9 @@ exec.program @train_step {
     // CHECK-NEXT: exec.launch "numpy.gemm_epilogue"(%x, %w) outs(%h) params {transpose_b = true, act = "relu", lr = 3.000000e-04 : f64, eps = 1.000000e-08 : f64, axes = array<i64: 0, 1>} : (!exec.buffer<8x4xf32, input>, !exec.buffer<16x4xf32, param>) -> (!exec.buffer<8x16xf32, tmp>)
     // GENERIC: "exec.launch"(%x, %w, %h) <{kernel = "numpy.gemm_epilogue", params = {transpose_b = true, act = "relu", lr = 3.000000e-04 : f64, eps = 1.000000e-08 : f64, axes = array<i64: 0, 1>}, operandSegmentSizes = array<i32: 2, 1>}> : (!exec.buffer<8x4xf32, input>, !exec.buffer<16x4xf32, param>, !exec.buffer<8x16xf32, tmp>) -> ()
     exec.launch "numpy.gemm_epilogue"(%x, %w) outs(%h) params {transpose_b = true, act = "relu", lr = 3.0e-4 : f64, eps = 1.0e-8 : f64, axes = array<i64: 0, 1>} : (!exec.buffer<8x4xf32, input>, !exec.buffer<16x4xf32, param>) -> (!exec.buffer<8x16xf32, tmp>)
-    // CHECK-NEXT: exec.launch "numpy.relu"(%h) outs(%h) alias "out0_in0" : (!exec.buffer<8x16xf32, tmp>) -> (!exec.buffer<8x16xf32, tmp>)
+    // CHECK-NEXT: exec.launch "numpy.relu"(%h) outs(%h) alias = "out0_in0" : (!exec.buffer<8x16xf32, tmp>) -> (!exec.buffer<8x16xf32, tmp>)
     // GENERIC: "exec.launch"(%h, %h) <{kernel = "numpy.relu", alias = "out0_in0", operandSegmentSizes = array<i32: 1, 1>}> : (!exec.buffer<8x16xf32, tmp>, !exec.buffer<8x16xf32, tmp>) -> ()
-    exec.launch "numpy.relu"(%h) outs(%h) alias "out0_in0" : (!exec.buffer<8x16xf32, tmp>) -> (!exec.buffer<8x16xf32, tmp>)
+    exec.launch "numpy.relu"(%h) outs(%h) alias = "out0_in0" : (!exec.buffer<8x16xf32, tmp>) -> (!exec.buffer<8x16xf32, tmp>)
     // CHECK-NEXT: exec.launch "numpy.noop"() outs() : () -> ()
     // GENERIC: "exec.launch"() <{kernel = "numpy.noop", operandSegmentSizes = array<i32: 0, 0>}> : () -> ()
     exec.launch "numpy.noop"() outs() : () -> ()
@@ -49,14 +49,14 @@ exec.program @train_step {
 }
 
 // CHECK-LABEL: exec.program @planned
-// CHECK-SAME: arena 1024 {
+// CHECK-SAME: arena = 1024 {
 // GENERIC: "exec.program"() <{sym_name = "planned", arena_size = 1024 : i64}> ({
-exec.program @planned arena 1024 {
-  // CHECK-NEXT: %a = exec.alloc offset 0 : !exec.buffer<8x16xf32, tmp>
-  %a = exec.alloc offset 0 : !exec.buffer<8x16xf32, tmp>
-  // CHECK-NEXT: %b = exec.alloc offset 512 : !exec.buffer<8x16xf32, tmp>
+exec.program @planned arena = 1024 {
+  // CHECK-NEXT: %a = exec.alloc offset = 0 : !exec.buffer<8x16xf32, tmp>
+  %a = exec.alloc offset = 0 : !exec.buffer<8x16xf32, tmp>
+  // CHECK-NEXT: %b = exec.alloc offset = 512 : !exec.buffer<8x16xf32, tmp>
   // GENERIC: %b = "exec.alloc"() <{offset = 512 : i64}> : () -> !exec.buffer<8x16xf32, tmp>
-  %b = exec.alloc offset 512 : !exec.buffer<8x16xf32, tmp>
+  %b = exec.alloc offset = 512 : !exec.buffer<8x16xf32, tmp>
   // CHECK-NEXT: exec.graph {
   exec.graph {
     // CHECK-NEXT: exec.launch "numpy.relu"(%a) outs(%b) : (!exec.buffer<8x16xf32, tmp>) -> (!exec.buffer<8x16xf32, tmp>)

@@ -166,7 +166,7 @@ func.func @dont_fold_with_argument(%x: tensor<2xf32>) -> tensor<2xf32> {
 func.func @dont_fold_dropout() -> tensor<4xf32> {
   %x = graph.constant dense<1.0> : tensor<4xf32>
   %o = graph.constant dense<0> : tensor<i64>
-  %y = graph.dropout %x, %o p 5.000000e-01 seed 7 : tensor<4xf32>, tensor<i64>
+  %y = graph.dropout %x, %o p = 5.000000e-01 seed = 7 : tensor<4xf32>, tensor<i64>
   func.return %y : tensor<4xf32>
 }
 
@@ -214,23 +214,23 @@ func.func @dont_bias_add_integer(%x: tensor<6x5xi32>, %b: tensor<5xi32>) -> tens
 }
 
 // CHECK-LABEL: func.func @drop_unused_pre_act
-// CHECK-NEXT:    %[[Y:.*]] = graph.gemm_epilogue %x, %w bias %b act gelu transpose_b : (tensor<6x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> tensor<6x5xf32>
+// CHECK-NEXT:    %[[Y:.*]] = graph.gemm_epilogue %x, %w bias %b act = gelu transpose_b : (tensor<6x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> tensor<6x5xf32>
 // CHECK-NEXT:    func.return %[[Y]]
 func.func @drop_unused_pre_act(%x: tensor<6x4xf32>, %w: tensor<5x4xf32>, %b: tensor<5xf32>) -> tensor<6x5xf32> {
-  %y, %z = graph.gemm_epilogue %x, %w bias %b act gelu transpose_b : (tensor<6x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> (tensor<6x5xf32>, tensor<6x5xf32>)
+  %y, %z = graph.gemm_epilogue %x, %w bias %b act = gelu transpose_b : (tensor<6x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> (tensor<6x5xf32>, tensor<6x5xf32>)
   func.return %y : tensor<6x5xf32>
 }
 
 // CHECK-LABEL: func.func @dont_drop_used_pre_act
-// CHECK-NEXT:    %{{.*}}, %{{.*}} = graph.gemm_epilogue %x, %w bias %b act gelu transpose_b : (tensor<6x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> (tensor<6x5xf32>, tensor<6x5xf32>)
+// CHECK-NEXT:    %{{.*}}, %{{.*}} = graph.gemm_epilogue %x, %w bias %b act = gelu transpose_b : (tensor<6x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> (tensor<6x5xf32>, tensor<6x5xf32>)
 func.func @dont_drop_used_pre_act(%x: tensor<6x4xf32>, %w: tensor<5x4xf32>, %b: tensor<5xf32>) -> (tensor<6x5xf32>, tensor<6x5xf32>) {
-  %y, %z = graph.gemm_epilogue %x, %w bias %b act gelu transpose_b : (tensor<6x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> (tensor<6x5xf32>, tensor<6x5xf32>)
+  %y, %z = graph.gemm_epilogue %x, %w bias %b act = gelu transpose_b : (tensor<6x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> (tensor<6x5xf32>, tensor<6x5xf32>)
   func.return %y, %z : tensor<6x5xf32>, tensor<6x5xf32>
 }
 
 // The chain: canonicalize turns the broadcast add into a bias_add, aicfc-fuse makes one epilogue.
 // FUSE-LABEL: func.func @broadcast_add_relu_fuses
-// FUSE-NEXT:    %[[Y:.*]] = graph.gemm_epilogue %x, %w bias %b act relu transpose_b : (tensor<6x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> tensor<6x5xf32>
+// FUSE-NEXT:    %[[Y:.*]] = graph.gemm_epilogue %x, %w bias %b act = relu transpose_b : (tensor<6x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> tensor<6x5xf32>
 // FUSE-NEXT:    func.return %[[Y]]
 func.func @broadcast_add_relu_fuses(%x: tensor<6x4xf32>, %w: tensor<5x4xf32>, %b: tensor<5xf32>) -> tensor<6x5xf32> {
   %m = graph.matmul %x, %w transpose_b : (tensor<6x4xf32>, tensor<5x4xf32>) -> tensor<6x5xf32>

@@ -55,7 +55,7 @@ func.func @matmul_result_shape(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>) {
 
 func.func @gemm_epilogue_bias_shape(%x: tensor<8x4xf32>, %w: tensor<16x4xf32>, %b: tensor<8xf32>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.gemm_epilogue: bias must have shape [16] (N of the [8, 16] result), got [8]
-  %y = graph.gemm_epilogue %x, %w bias %b act relu transpose_b : (tensor<8x4xf32>, tensor<16x4xf32>, tensor<8xf32>) -> tensor<8x16xf32>
+  %y = graph.gemm_epilogue %x, %w bias %b act = relu transpose_b : (tensor<8x4xf32>, tensor<16x4xf32>, tensor<8xf32>) -> tensor<8x16xf32>
   func.return
 }
 
@@ -95,7 +95,7 @@ func.func @relu_dynamic(%x: tensor<?x8xf32>) {
 
 func.func @dropout_p(%x: tensor<8xf32>, %off: tensor<i64>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.dropout: p must be in [0, 1), got 1.0
-  %y = graph.dropout %x, %off p 1.0 seed 7 : tensor<8xf32>, tensor<i64>
+  %y = graph.dropout %x, %off p = 1.0 seed = 7 : tensor<8xf32>, tensor<i64>
   func.return
 }
 
@@ -103,7 +103,7 @@ func.func @dropout_p(%x: tensor<8xf32>, %off: tensor<i64>) {
 
 func.func @dropout_offset(%x: tensor<8xf32>, %off: tensor<2xi64>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.dropout: offset must be a scalar tensor<i64>, got tensor<2xi64>
-  %y = graph.dropout %x, %off p 0.1 seed 7 : tensor<8xf32>, tensor<2xi64>
+  %y = graph.dropout %x, %off p = 0.1 seed = 7 : tensor<8xf32>, tensor<2xi64>
   func.return
 }
 

@@ -42,13 +42,13 @@ func.func @gemm_epilogue(%x: tensor<8x4xf32>, %w: tensor<16x4xf32>, %b: tensor<1
   // CHECK-NEXT: %y0 = graph.gemm_epilogue %x, %w2 : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
   // GENERIC: %y0 = "graph.gemm_epilogue"(%x, %w2) : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
   %y0 = graph.gemm_epilogue %x, %w2 : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
-  // CHECK-NEXT: %y1 = graph.gemm_epilogue %x, %w bias %b act relu transpose_b : (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16xf32>) -> tensor<8x16xf32>
-  %y1 = graph.gemm_epilogue %x, %w bias %b act relu transpose_b : (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16xf32>) -> tensor<8x16xf32>
-  // CHECK-NEXT: %y2, %z2 = graph.gemm_epilogue %xt, %w2 bias %b act gelu transpose_a : (tensor<4x8xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
+  // CHECK-NEXT: %y1 = graph.gemm_epilogue %x, %w bias %b act = relu transpose_b : (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  %y1 = graph.gemm_epilogue %x, %w bias %b act = relu transpose_b : (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  // CHECK-NEXT: %y2, %z2 = graph.gemm_epilogue %xt, %w2 bias %b act = gelu transpose_a : (tensor<4x8xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
   // GENERIC: %y2, %z2 = "graph.gemm_epilogue"(%xt, %w2, %b) <{act = #graph<activation gelu>, transpose_a}> : (tensor<4x8xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
-  %y2, %z2 = graph.gemm_epilogue %xt, %w2 bias %b act gelu transpose_a : (tensor<4x8xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
-  // CHECK-NEXT: %y3 = graph.gemm_epilogue %xt, %w act relu transpose_a transpose_b : (tensor<4x8xf32>, tensor<16x4xf32>) -> tensor<8x16xf32>
-  %y3 = graph.gemm_epilogue %xt, %w act relu transpose_a transpose_b : (tensor<4x8xf32>, tensor<16x4xf32>) -> tensor<8x16xf32>
+  %y2, %z2 = graph.gemm_epilogue %xt, %w2 bias %b act = gelu transpose_a : (tensor<4x8xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
+  // CHECK-NEXT: %y3 = graph.gemm_epilogue %xt, %w act = relu transpose_a transpose_b : (tensor<4x8xf32>, tensor<16x4xf32>) -> tensor<8x16xf32>
+  %y3 = graph.gemm_epilogue %xt, %w act = relu transpose_a transpose_b : (tensor<4x8xf32>, tensor<16x4xf32>) -> tensor<8x16xf32>
   // CHECK-NEXT: func.return
   func.return
 // CHECK-NEXT: }
@@ -75,12 +75,12 @@ func.func @elementwise(%x: tensor<8x16xf32>, %b: tensor<16xf32>, %i: tensor<4xi3
   %7 = graph.gelu %x : tensor<8x16xf32>
   // CHECK-NEXT: %8 = graph.tanh %x : tensor<8x16xf32>
   %8 = graph.tanh %x : tensor<8x16xf32>
-  // CHECK-NEXT: %9 = graph.dropout %x, %off p 1.000000e-01 seed 7 : tensor<8x16xf32>, tensor<i64>
+  // CHECK-NEXT: %9 = graph.dropout %x, %off p = 1.000000e-01 seed = 7 : tensor<8x16xf32>, tensor<i64>
   // GENERIC: %9 = "graph.dropout"(%x, %off) <{p = 1.000000e-01 : f64, seed = 7 : i64}> : (tensor<8x16xf32>, tensor<i64>) -> tensor<8x16xf32>
-  %9 = graph.dropout %x, %off p 0.1 seed 7 : tensor<8x16xf32>, tensor<i64>
-  // CHECK-NEXT: %10 = graph.dropout %x, %off p 0.123456789012345 seed -3 : tensor<8x16xf32>, tensor<i64>
+  %9 = graph.dropout %x, %off p = 0.1 seed = 7 : tensor<8x16xf32>, tensor<i64>
+  // CHECK-NEXT: %10 = graph.dropout %x, %off p = 0.123456789012345 seed = -3 : tensor<8x16xf32>, tensor<i64>
   // GENERIC: %10 = "graph.dropout"(%x, %off) <{p = 0.123456789012345 : f64, seed = -3 : i64}> : (tensor<8x16xf32>, tensor<i64>) -> tensor<8x16xf32>
-  %10 = graph.dropout %x, %off p 0.123456789012345 seed -3 : tensor<8x16xf32>, tensor<i64>
+  %10 = graph.dropout %x, %off p = 0.123456789012345 seed = -3 : tensor<8x16xf32>, tensor<i64>
   // CHECK-NEXT: func.return
   func.return
 // CHECK-NEXT: }

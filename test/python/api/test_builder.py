@@ -87,7 +87,7 @@ def test_predict_runs_in_the_interpreter():
 
 def test_module_text_round_trips():
     text = aicfc.print(build_module(mlp(), "cross_entropy", optim.Adam(lr=3e-4), 4))
-    assert "lr 3.000000e-04" in text
+    assert "lr = 3.000000e-04" in text
     assert aicfc.print(aicfc.parse(text)) == text
 
 

@@ -23,7 +23,7 @@ func.func @f(%x: tensor<4x10xf32> {aicfc.role = "input", aicfc.name = "x"},
       : (tensor<4x10xf32>, tensor<20x10xf32>) -> tensor<4x20xf32>
   %e1 = graph.gemm_epilogue %x, %w bias %b transpose_b
       : (tensor<4x10xf32>, tensor<20x10xf32>, tensor<20xf32>) -> tensor<4x20xf32>
-  %e2 = graph.gemm_epilogue %x, %w bias %b act relu transpose_b
+  %e2 = graph.gemm_epilogue %x, %w bias %b act = relu transpose_b
       : (tensor<4x10xf32>, tensor<20x10xf32>, tensor<20xf32>) -> tensor<4x20xf32>
   %t = graph.tanh %y : tensor<4x20xf32>
   %r = graph.reshape %t : tensor<4x20xf32> -> tensor<80xf32>

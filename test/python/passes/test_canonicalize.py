@@ -241,7 +241,7 @@ def test_unused_pre_act_is_dropped():
     x, w, b, y = tensor((6, 4)), tensor((5, 4)), tensor((5,)), tensor((6, 5))
     text = f"""
     func.func @f(%x: {x}, %w: {w}, %b: {b}) -> {y} {{
-      %y, %z = graph.gemm_epilogue %x, %w bias %b act gelu transpose_b
+      %y, %z = graph.gemm_epilogue %x, %w bias %b act = gelu transpose_b
                  : ({x}, {w}, {b}) -> ({y}, {y})
       func.return %y : {y}
     }}"""

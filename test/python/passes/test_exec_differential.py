@@ -51,8 +51,8 @@ func.func @kitchen_sink(
         tensor<5xf32> {aicfc.name = "b"}, tensor<5xf32> {aicfc.name = "b.momentum_buffer"},
         tensor<i64> {aicfc.name = "rng.offset"}, tensor<4x5xf32>, tensor<4x6xf32> {aicfc.name = "mm"},
         tensor<4x5xf32> {aicfc.name = "ba"}) {
-  %z, %pre = graph.gemm_epilogue %x, %w bias %b act gelu : (tensor<4x6xf32>, tensor<6x5xf32>, tensor<5xf32>) -> (tensor<4x5xf32>, tensor<4x5xf32>)
-  %dz, %db = autodiff.epilogue_grad %t, %pre act gelu : (tensor<4x5xf32>, tensor<4x5xf32>) -> (tensor<4x5xf32>, tensor<5xf32>)
+  %z, %pre = graph.gemm_epilogue %x, %w bias %b act = gelu : (tensor<4x6xf32>, tensor<6x5xf32>, tensor<5xf32>) -> (tensor<4x5xf32>, tensor<4x5xf32>)
+  %dz, %db = autodiff.epilogue_grad %t, %pre act = gelu : (tensor<4x5xf32>, tensor<4x5xf32>) -> (tensor<4x5xf32>, tensor<5xf32>)
   %tr = graph.transpose %z perm = [1, 0] : tensor<4x5xf32> -> tensor<5x4xf32>
   %rs = graph.reshape %tr : tensor<5x4xf32> -> tensor<20xf32>
   %bc = graph.broadcast_to %b : tensor<5xf32> -> tensor<4x5xf32>
@@ -60,8 +60,8 @@ func.func @kitchen_sink(
   %smg = autodiff.softmax_grad %t, %sm axis = 1 : tensor<4x5xf32>
   %th = graph.tanh %smg : tensor<4x5xf32>
   %thg = autodiff.tanh_grad %t, %th : tensor<4x5xf32>
-  %d = graph.dropout %thg, %off p 0.5 seed 3 : tensor<4x5xf32>, tensor<i64>
-  %dg = autodiff.dropout_grad %t, %off p 0.5 seed 3 : tensor<4x5xf32>, tensor<i64>
+  %d = graph.dropout %thg, %off p = 0.5 seed = 3 : tensor<4x5xf32>, tensor<i64>
+  %dg = autodiff.dropout_grad %t, %off p = 0.5 seed = 3 : tensor<4x5xf32>, tensor<i64>
   %s = graph.sub %d, %bc : tensor<4x5xf32>
   %ce = graph.cross_entropy %s, %y : (tensor<4x5xf32>, tensor<4xi64>) -> tensor<f32>
   %one = graph.constant dense<1.0> : tensor<f32>
@@ -76,7 +76,7 @@ func.func @kitchen_sink(
   %ad = graph.add %ge, %z : tensor<4x5xf32>
   %mm = graph.matmul %ad, %w transpose_b : (tensor<4x5xf32>, tensor<6x5xf32>) -> tensor<4x6xf32>
   %ba = graph.bias_add %ad, %b : (tensor<4x5xf32>, tensor<5xf32>) -> tensor<4x5xf32>
-  %b1, %buf1 = autodiff.sgd_step %b, %db, %buf lr 5.0e-2 momentum 0.5 weight_decay 1.0e-2 nesterov : (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>) -> (tensor<5xf32>, tensor<5xf32>)
+  %b1, %buf1 = autodiff.sgd_step %b, %db, %buf lr = 5.0e-2 momentum = 0.5 weight_decay = 1.0e-2 nesterov : (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>) -> (tensor<5xf32>, tensor<5xf32>)
   %onei = graph.constant dense<1> : tensor<i64>
   %off1 = graph.add %off, %onei : tensor<i64>
   func.return %ce, %mse, %rs, %dz, %b1, %buf1, %off1, %smg, %mm, %ba

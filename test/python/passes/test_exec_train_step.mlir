@@ -33,7 +33,7 @@ func.func @train_step(
   %z1 = graph.matmul %x, %w1 transpose_b : (tensor<8x4xf32>, tensor<16x4xf32>) -> tensor<8x16xf32>
   %a1 = graph.bias_add %z1, %b1 : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
   %h1 = graph.relu %a1 : tensor<8x16xf32>
-  %d1 = graph.dropout %h1, %off p 0.25 seed 7 : tensor<8x16xf32>, tensor<i64>
+  %d1 = graph.dropout %h1, %off p = 0.25 seed = 7 : tensor<8x16xf32>, tensor<i64>
   %lo = graph.gemm_epilogue %d1, %w2 bias %b2 transpose_b : (tensor<8x16xf32>, tensor<3x16xf32>, tensor<3xf32>) -> tensor<8x3xf32>
   %loss = graph.cross_entropy %lo, %y : (tensor<8x3xf32>, tensor<8xi32>) -> tensor<f32>
   %one = graph.constant dense<1.0> : tensor<f32>
@@ -41,14 +41,14 @@ func.func @train_step(
   %dw2 = graph.matmul %dlo, %d1 transpose_a : (tensor<8x3xf32>, tensor<8x16xf32>) -> tensor<3x16xf32>
   %db2 = graph.reduce_sum %dlo axes = [0] : tensor<8x3xf32> -> tensor<3xf32>
   %dd1 = graph.matmul %dlo, %w2 : (tensor<8x3xf32>, tensor<3x16xf32>) -> tensor<8x16xf32>
-  %dh1 = autodiff.dropout_grad %dd1, %off p 0.25 seed 7 : tensor<8x16xf32>, tensor<i64>
+  %dh1 = autodiff.dropout_grad %dd1, %off p = 0.25 seed = 7 : tensor<8x16xf32>, tensor<i64>
   %da1 = autodiff.relu_grad %dh1, %h1 : tensor<8x16xf32>
   %dw1 = graph.matmul %da1, %x transpose_a : (tensor<8x16xf32>, tensor<8x4xf32>) -> tensor<16x4xf32>
   %db1 = graph.reduce_sum %da1 axes = [0] : tensor<8x16xf32> -> tensor<16xf32>
-  %w1n, %mw1n, %vw1n, %sw1n = autodiff.adam_step %w1, %dw1, %mw1, %vw1, %sw1 lr 1.0e-2 weight_decay 1.0e-2 : tensor<16x4xf32>, tensor<f32>
-  %b1n, %mb1n, %vb1n, %sb1n = autodiff.adam_step %b1, %db1, %mb1, %vb1, %sb1 lr 1.0e-2 : tensor<16xf32>, tensor<f32>
-  %w2n, %bw2n = autodiff.sgd_step %w2, %dw2, %bw2 lr 0.1 momentum 0.9 : (tensor<3x16xf32>, tensor<3x16xf32>, tensor<3x16xf32>) -> (tensor<3x16xf32>, tensor<3x16xf32>)
-  %b2n = autodiff.sgd_step %b2, %db2 lr 0.1 : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %w1n, %mw1n, %vw1n, %sw1n = autodiff.adam_step %w1, %dw1, %mw1, %vw1, %sw1 lr = 1.0e-2 weight_decay = 1.0e-2 : tensor<16x4xf32>, tensor<f32>
+  %b1n, %mb1n, %vb1n, %sb1n = autodiff.adam_step %b1, %db1, %mb1, %vb1, %sb1 lr = 1.0e-2 : tensor<16xf32>, tensor<f32>
+  %w2n, %bw2n = autodiff.sgd_step %w2, %dw2, %bw2 lr = 0.1 momentum = 0.9 : (tensor<3x16xf32>, tensor<3x16xf32>, tensor<3x16xf32>) -> (tensor<3x16xf32>, tensor<3x16xf32>)
+  %b2n = autodiff.sgd_step %b2, %db2 lr = 0.1 : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   %onei = graph.constant dense<1> : tensor<i64>
   %offn = graph.add %off, %onei : tensor<i64>
   func.return %loss, %w1n, %b1n, %w2n, %b2n, %mw1n, %vw1n, %sw1n, %mb1n, %vb1n, %sb1n, %bw2n, %offn, %lo

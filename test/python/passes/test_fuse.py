@@ -133,7 +133,7 @@ def test_csr_single_use_agrees_with_derived_flag() -> None:
 def test_csr_records_which_result_an_edge_carries() -> None:
     src = """
     func.func @g(%x: tensor<2x3xf32>, %w: tensor<3x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
-      %y, %z = graph.gemm_epilogue %x, %w act gelu
+      %y, %z = graph.gemm_epilogue %x, %w act = gelu
                  : (tensor<2x3xf32>, tensor<3x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
       %t = graph.tanh %z : tensor<2x4xf32>
       func.return %y, %t : tensor<2x4xf32>, tensor<2x4xf32>

@@ -50,10 +50,10 @@ func.func @train_step(%x: {X}, %y: tensor<{B}xi64>, %w1: {W1}, %b1: {B1}, %w2: {
   %o = graph.bias_add %o0, %b2 : ({OUT}, {B2}) -> {OUT}
   %loss = graph.cross_entropy %o, %y : ({OUT}, tensor<{B}xi64>) -> {S}
   %g:4 = autodiff.backward %loss wrt %w1, %b1, %w2, %b2 : {S}, ({WRT}) -> ({WRT})
-  %w1n, %m1n, %v1n, %s1n = autodiff.adam_step %w1, %g#0, %m1, %v1, %s1 lr {LR:e} : {W1}, {S}
-  %b1n, %m2n, %v2n, %s2n = autodiff.adam_step %b1, %g#1, %m2, %v2, %s2 lr {LR:e} : {B1}, {S}
-  %w2n, %m3n, %v3n, %s3n = autodiff.adam_step %w2, %g#2, %m3, %v3, %s3 lr {LR:e} : {W2}, {S}
-  %b2n, %m4n, %v4n, %s4n = autodiff.adam_step %b2, %g#3, %m4, %v4, %s4 lr {LR:e} : {B2}, {S}
+  %w1n, %m1n, %v1n, %s1n = autodiff.adam_step %w1, %g#0, %m1, %v1, %s1 lr = {LR:e} : {W1}, {S}
+  %b1n, %m2n, %v2n, %s2n = autodiff.adam_step %b1, %g#1, %m2, %v2, %s2 lr = {LR:e} : {B1}, {S}
+  %w2n, %m3n, %v3n, %s3n = autodiff.adam_step %w2, %g#2, %m3, %v3, %s3 lr = {LR:e} : {W2}, {S}
+  %b2n, %m4n, %v4n, %s4n = autodiff.adam_step %b2, %g#3, %m4, %v4, %s4 lr = {LR:e} : {B2}, {S}
   func.return %loss, %g#0, %g#1, %g#2, %g#3, %w1n, %b1n, %w2n, %b2n, %m1n, %v1n
       : {S}, {WRT}, {WRT}, {W1}, {W1}
 }}
@@ -65,9 +65,9 @@ func.func @train_step(%x: {X}, %y: tensor<{B}xi64>, %w1: {W1}, %b1: {B1}, %w2: {
 FUSED_GELU_DROPOUT = f"""
 func.func @grads(%x: {X}, %t: {OUT}, %off: tensor<i64>, %w1: {W1}, %b1: {B1}, %w2: {W2},
     %b2: {B2}) -> ({S}, {X}, {WRT}) {{
-  %h, %z = graph.gemm_epilogue %x, %w1 bias %b1 act gelu transpose_b
+  %h, %z = graph.gemm_epilogue %x, %w1 bias %b1 act = gelu transpose_b
       : ({X}, {W1}, {B1}) -> ({HID}, {HID})
-  %hd = graph.dropout %h, %off p 2.500000e-01 seed 42 : {HID}, tensor<i64>
+  %hd = graph.dropout %h, %off p = 2.500000e-01 seed = 42 : {HID}, tensor<i64>
   %o = graph.gemm_epilogue %hd, %w2 bias %b2 transpose_b : ({HID}, {W2}, {B2}) -> {OUT}
   %loss = graph.mse_loss %o, %t : {OUT} -> {S}
   %g:5 = autodiff.backward %loss wrt %x, %w1, %b1, %w2, %b2 : {S}, ({X}, {WRT}) -> ({X}, {WRT})

@@ -40,7 +40,7 @@ func.func @f({_arg("x", "3x4x", "input")}, %y: tensor<3xi32> {{aicfc.role = "inp
   %ob = graph.bias_add %o, %b : (tensor<3x4x{T}>, tensor<4x{T}>) -> tensor<3x4x{T}>
   %l = graph.cross_entropy %ob, %y : (tensor<3x4x{T}>, tensor<3xi32>) -> tensor<{T}>
   %g:2 = autodiff.backward %l wrt %w, %b : tensor<{T}>, (tensor<4x4x{T}>, tensor<4x{T}>) -> (tensor<4x4x{T}>, tensor<4x{T}>)
-  %w1, %m1, %v1, %s1 = autodiff.adam_step %w, %g#0, %w.exp_avg, %w.exp_avg_sq, %s lr 0.01 : tensor<4x4x{T}>, tensor<f32>
+  %w1, %m1, %v1, %s1 = autodiff.adam_step %w, %g#0, %w.exp_avg, %w.exp_avg_sq, %s lr = 0.01 : tensor<4x4x{T}>, tensor<f32>
   func.return %l, %w1, %m1, %v1, %s1, %g#1 : tensor<{T}>, tensor<4x4x{T}>, tensor<4x4x{T}>, tensor<4x4x{T}>, tensor<f32>, tensor<4x{T}>
 }}
 """,
@@ -51,7 +51,7 @@ func.func @f({_arg("x", "3x4x", "input")}, {_arg("t", "3x4x", "input")}, {_arg("
   %h = graph.matmul %x, %w : (tensor<3x4x{T}>, tensor<4x4x{T}>) -> tensor<3x4x{T}>
   %l = graph.mse_loss %h, %t : tensor<3x4x{T}> -> tensor<{T}>
   %g = autodiff.backward %l wrt %w : tensor<{T}>, (tensor<4x4x{T}>) -> (tensor<4x4x{T}>)
-  %w1 = autodiff.sgd_step %w, %g lr 0.1 : (tensor<4x4x{T}>, tensor<4x4x{T}>) -> tensor<4x4x{T}>
+  %w1 = autodiff.sgd_step %w, %g lr = 0.1 : (tensor<4x4x{T}>, tensor<4x4x{T}>) -> tensor<4x4x{T}>
   %a = graph.matmul %x, %w1 : (tensor<3x4x{T}>, tensor<4x4x{T}>) -> tensor<3x4x{T}>
   %bf = graph.matmul %x, %w : (tensor<3x4x{T}>, tensor<4x4x{T}>) -> tensor<3x4x{T}>
   func.return %l, %w1, %a, %bf : tensor<{T}>, tensor<4x4x{T}>, tensor<3x4x{T}>, tensor<3x4x{T}>
@@ -72,7 +72,7 @@ func.func @f({_arg("x", "3x4x", "input")}, {_arg("t", "3x2x", "input")}, {_arg("
   %h = graph.matmul %x, %w : (tensor<3x4x{T}>, tensor<4x2x{T}>) -> tensor<3x2x{T}>
   %l = graph.mse_loss %h, %t : tensor<3x2x{T}> -> tensor<{T}>
   %g = autodiff.backward %l wrt %w : tensor<{T}>, (tensor<4x2x{T}>) -> (tensor<4x2x{T}>)
-  %w1, %b1 = autodiff.sgd_step %w, %g, %w.momentum_buffer lr 0.1 momentum 0.9 : (tensor<4x2x{T}>, tensor<4x2x{T}>, tensor<4x2x{T}>) -> (tensor<4x2x{T}>, tensor<4x2x{T}>)
+  %w1, %b1 = autodiff.sgd_step %w, %g, %w.momentum_buffer lr = 0.1 momentum = 0.9 : (tensor<4x2x{T}>, tensor<4x2x{T}>, tensor<4x2x{T}>) -> (tensor<4x2x{T}>, tensor<4x2x{T}>)
   func.return %l, %w1, %b1, %g, %w, %b1 : tensor<{T}>, tensor<4x2x{T}>, tensor<4x2x{T}>, tensor<4x2x{T}>, tensor<4x2x{T}>, tensor<4x2x{T}>
 }}
 """,
@@ -80,7 +80,7 @@ func.func @f({_arg("x", "3x4x", "input")}, {_arg("t", "3x2x", "input")}, {_arg("
     "pre_act_used_downstream": f"""
 func.func @f({_arg("x", "3x4x", "input")}, {_arg("t", "3x5x", "input")}, {_arg("w", "5x4x", "param")}, {_arg("b", "5x", "param")})
     -> (tensor<{T}> {{aicfc.name = "loss"}}, tensor<5x4x{T}> {{aicfc.name = "dw"}}, tensor<5x{T}> {{aicfc.name = "db"}}) {{
-  %y, %z = graph.gemm_epilogue %x, %w bias %b act relu transpose_b : (tensor<3x4x{T}>, tensor<5x4x{T}>, tensor<5x{T}>) -> (tensor<3x5x{T}>, tensor<3x5x{T}>)
+  %y, %z = graph.gemm_epilogue %x, %w bias %b act = relu transpose_b : (tensor<3x4x{T}>, tensor<5x4x{T}>, tensor<5x{T}>) -> (tensor<3x5x{T}>, tensor<3x5x{T}>)
   %s = graph.mul %y, %z : tensor<3x5x{T}>
   %l = graph.mse_loss %s, %t : tensor<3x5x{T}> -> tensor<{T}>
   %g:2 = autodiff.backward %l wrt %w, %b : tensor<{T}>, (tensor<5x4x{T}>, tensor<5x{T}>) -> (tensor<5x4x{T}>, tensor<5x{T}>)
@@ -132,7 +132,7 @@ func.func @f({_arg("x", "3x4x", "input")}, {_arg("t", "3x4x", "input")}, {_arg("
 func.func @f({_arg("x", "3x4x", "input")}, {_arg("t", "3x4x", "input")}, {_arg("w", "4x4x", "param")}, %off: tensor<i64> {{aicfc.role = "state", aicfc.name = "rng.offset"}})
     -> (tensor<{T}> {{aicfc.name = "loss"}}, tensor<4x4x{T}> {{aicfc.name = "dw"}}, tensor<i64> {{aicfc.name = "rng.offset"}}) {{
   %h = graph.matmul %x, %w : (tensor<3x4x{T}>, tensor<4x4x{T}>) -> tensor<3x4x{T}>
-  %d = graph.dropout %h, %off p 0.3 seed 5 : tensor<3x4x{T}>, tensor<i64>
+  %d = graph.dropout %h, %off p = 0.3 seed = 5 : tensor<3x4x{T}>, tensor<i64>
   %s = graph.softmax %d axis = 0 : tensor<3x4x{T}>
   %l = graph.mse_loss %s, %t : tensor<3x4x{T}> -> tensor<{T}>
   %g = autodiff.backward %l wrt %w : tensor<{T}>, (tensor<4x4x{T}>) -> (tensor<4x4x{T}>)
@@ -174,7 +174,7 @@ func.func @f({_arg("x", "1x1x", "input")}, {_arg("w", "1x3x", "param")}, {_arg("
     "transposed_gelu_epilogue": f"""
 func.func @f({_arg("xt", "4x3x", "input")}, {_arg("t", "3x5x", "input")}, {_arg("w", "5x4x", "param")}, {_arg("b", "5x", "param")})
     -> (tensor<{T}> {{aicfc.name = "loss"}}, tensor<5x4x{T}> {{aicfc.name = "dw"}}, tensor<5x{T}> {{aicfc.name = "db"}}, tensor<4x3x{T}> {{aicfc.name = "dx"}}) {{
-  %y = graph.gemm_epilogue %xt, %w bias %b act gelu transpose_a transpose_b : (tensor<4x3x{T}>, tensor<5x4x{T}>, tensor<5x{T}>) -> tensor<3x5x{T}>
+  %y = graph.gemm_epilogue %xt, %w bias %b act = gelu transpose_a transpose_b : (tensor<4x3x{T}>, tensor<5x4x{T}>, tensor<5x{T}>) -> tensor<3x5x{T}>
   %l = graph.mse_loss %y, %t : tensor<3x5x{T}> -> tensor<{T}>
   %g:3 = autodiff.backward %l wrt %w, %b, %xt : tensor<{T}>, (tensor<5x4x{T}>, tensor<5x{T}>, tensor<4x3x{T}>) -> (tensor<5x4x{T}>, tensor<5x{T}>, tensor<4x3x{T}>)
   func.return %l, %g#0, %g#1, %g#2 : tensor<{T}>, tensor<5x4x{T}>, tensor<5x{T}>, tensor<4x3x{T}>

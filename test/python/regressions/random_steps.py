@@ -63,7 +63,7 @@ def random_step(rng: random.Random, dtype: str = "f64") -> tuple[str, int]:
         elif kind == 4:
             a = pick("md")
             lines.append(
-                f"{new('md')} = graph.dropout {a}, %off p 0.25 seed 3 : {tt(m, d)}, tensor<i64>"
+                f"{new('md')} = graph.dropout {a}, %off p = 0.25 seed = 3 : {tt(m, d)}, tensor<i64>"
             )
         elif kind == 5:
             a, axis = pick("md"), rng.choice([0, 1, -1])
@@ -97,7 +97,7 @@ def random_step(rng: random.Random, dtype: str = "f64") -> tuple[str, int]:
             operand_types = f"({at}, {tt(d, d)}{', ' + tt(d) if bias else ''})"
             lines.append(
                 f"{results} = graph.gemm_epilogue {a}, {w}{' bias ' + bias if bias else ''}"
-                f"{' act ' + act if act else ''}{ta}{tb} : {operand_types} -> {result_types}"
+                f"{' act = ' + act if act else ''}{ta}{tb} : {operand_types} -> {result_types}"
             )
     scalar = f"tensor<{dtype}>"
     labels = f"tensor<{m}xi32>"
@@ -125,7 +125,7 @@ def random_step(rng: random.Random, dtype: str = "f64") -> tuple[str, int]:
     for w, g in dict(zip(wrt, grads, strict=True)).items():
         if w != "%x" and rng.random() < 0.7:
             t = shape_of[w]
-            lines.append(f"{w}_next = autodiff.sgd_step {w}, {g} lr 0.1 : ({t}, {t}) -> {t}")
+            lines.append(f"{w}_next = autodiff.sgd_step {w}, {g} lr = 0.1 : ({t}, {t}) -> {t}")
             results.append((f"{w}_next", t, w[1:]))
     lines.append("%one = graph.constant dense<1> : tensor<i64>")
     lines.append("%off_next = graph.add %off, %one : tensor<i64>")
