@@ -19,7 +19,7 @@ lists: the rules are data, the pass only walks). A rule is
 Ops whose OpInfo says `differentiable=False` (graph.constant,
 autodiff.backward, adam_step, sgd_step, gelu_grad) have no rule by design.
 
-The math, per op (dY: gradient of the result; shapes as in dialects/graph.py):
+The math, per op (dY: gradient of the result; shapes as in dialects/graph/):
 
     matmul        C = op(A) op(B):  d op(A) = dC op(B)^T,  d op(B) = op(A)^T dC,
                   expressed with graph.matmul transpose flags, never graph.transpose

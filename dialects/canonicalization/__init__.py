@@ -3,7 +3,7 @@
 xDSL's `canonicalize` pass asks each op for its `HasCanonicalizationPatternsTrait`
 patterns. `GraphCanonicalization` is that trait for every graph op (it sits on
 the `GraphOp` base class); it imports the pattern modules only when the pass
-first asks, so `dialects/graph.py` stays declarative and never imports
+first asks, so `dialects/graph/` stays declarative and never imports
 rewriting code, and importing the dialect never imports the runtime.
 
 The patterns (seed 002 §4), in `graph.py` and `constant_folding.py` next to

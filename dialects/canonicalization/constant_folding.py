@@ -6,7 +6,7 @@ what the NumPy runtime would compute at run time. Writing a second evaluator
 here would be a second definition to keep in step.
 
 Layering: a dialect module imports no runtime (DESIGN §1). This module is not
-imported by `dialects/graph.py` at all (the `GraphCanonicalization` trait
+imported by `dialects/graph/` at all (the `GraphCanonicalization` trait
 imports it when `canonicalize` first asks for patterns), and it imports the
 reference only inside `match_and_rewrite`, when an op with all-constant
 operands is actually found. The reference module itself imports only NumPy

@@ -13,7 +13,8 @@ dialect in custom syntax, and invalid.mlir has one `// -----` case per
 verifier message. Verifier messages are mapped to cases like this:
 
 1. The sites are the `raise VerifyException(<message>)` statements of
-   dialects/<d>.py that sit in a method named `verify`/`verify_` or in a
+   dialects/<d>.py (or of every module of the package dialects/<d>/, for a
+   dialect split into one) that sit in a method named `verify`/`verify_` or in a
    module-level function (the helpers that verifiers call); a raise in any
    other method (e.g. `exec.program`'s `graph()` lookup) is not a verifier
    message. The sites of the shared helper modules (dialects/tensors.py,
@@ -127,7 +128,7 @@ def test_every_pass_class_is_registered(module: str) -> None:
 def dialect_object(d: str) -> Dialect:
     mod = importlib.import_module(f"aicfc.dialects.{d}")
     objs = [v for v in vars(mod).values() if isinstance(v, Dialect) and v.name == d]
-    assert objs, f"dialects/{d}.py defines no Dialect named '{d}'"
+    assert objs, f"{source_label(d)} defines no Dialect named '{d}'"
     return objs[0]
 
 
@@ -217,9 +218,27 @@ def message_regex(node: ast.expr, op_name: str | None, where: str) -> str:
     )
 
 
+def source_files(module: str) -> list[Path]:
+    """dialects/<module>.py, or every module of the package dialects/<module>/."""
+    package = ROOT / "dialects" / module
+    if package.is_dir():
+        return sorted(package.glob("*.py"))
+    return [ROOT / "dialects" / f"{module}.py"]
+
+
+def source_label(module: str) -> str:
+    package = ROOT / "dialects" / module
+    return f"dialects/{module}/" if package.is_dir() else f"dialects/{module}.py"
+
+
 def verifier_sites(module: str) -> list[Site]:
-    """The verifier message sites of dialects/<module>.py (module docstring, step 1)."""
-    path = ROOT / "dialects" / f"{module}.py"
+    """The verifier message sites of a dialect module or package (module docstring, step 1)."""
+    return [site for path in source_files(module) for site in file_verifier_sites(path)]
+
+
+def file_verifier_sites(path: Path) -> list[Site]:
+    """The verifier message sites of one source file."""
+    rel = path.relative_to(ROOT).as_posix()
     tree = ast.parse(path.read_text(), filename=str(path))
     sites: list[Site] = []
 
@@ -232,11 +251,11 @@ def verifier_sites(module: str) -> list[Site]:
                 visit(child, cls, in_scope)
             elif isinstance(child, ast.Raise) and counted and _raises_verify(child):
                 assert isinstance(child.exc, ast.Call)
-                where = f"dialects/{module}.py:{child.lineno}"
+                where = f"{rel}:{child.lineno}"
                 op_name = _op_name_of(cls) if cls is not None else None
                 regex = message_regex(child.exc.args[0], op_name, where)
                 source = ast.get_source_segment(path.read_text(), child.exc.args[0]) or "?"
-                sites.append(Site(f"dialects/{module}.py", child.lineno, re.compile(regex), source))
+                sites.append(Site(rel, child.lineno, re.compile(regex), source))
             else:
                 visit(child, cls, counted)
 
@@ -325,7 +344,7 @@ def test_each_invalid_case_is_one_checked_verifier_message(
         message = case.messages[0]
         assert any(s.pattern.search(message) for s in sites), (
             f"{where}: the case starting at line {case.first_line} gives '{message}', which is "
-            f"no verifier message of dialects/{d}.py or the shared helpers; move it or "
+            f"no verifier message of {source_label(d)} or the shared helpers; move it or "
             "remove it"
         )
         assert _check_line_has(case, message), (
@@ -341,7 +360,7 @@ def test_every_verifier_message_has_a_case(d: str, cases: dict[str, list[Case]])
     messages = [m for case in cases[d] for m in case.messages]
     missing = [s for s in verifier_sites(d) if not any(s.pattern.search(m) for m in messages)]
     assert not missing, (
-        f"verifier messages of dialects/{d}.py with no case in test/dialects/{d}/invalid.mlir:\n"
+        f"verifier messages of {source_label(d)} with no case in test/dialects/{d}/invalid.mlir:\n"
         + "\n".join(f"  {s}" for s in missing)
     )
 
@@ -367,6 +386,15 @@ def test_site_extraction_finds_known_messages() -> None:
         s.pattern.fullmatch("graph.reshape: cannot reshape [8] (8 elements) to [3] (3 elements)")
         for s in graph
     )
+    # The graph dialect is a package: every module of it is scanned.
+    assert {Path(s.file).name for s in graph} >= {
+        "base.py",
+        "matrix.py",
+        "elementwise.py",
+        "layout.py",
+        "reductions.py",
+    }
+    assert any(s.pattern.fullmatch("graph.dropout: p must be in [0, 1), got 1.0") for s in graph)
     # {self.name} is resolved to the op's name: another op's message does not match.
     assert not any(
         s.pattern.fullmatch("graph.mse_loss: cannot reshape [8] (8 elements) to [3] (3 elements)")

@@ -1,6 +1,6 @@
 // One case per verifier message of the graph dialect: each checks the message
 // (which names the op and what mismatches) and where it points. Every
-// `raise VerifyException` in dialects/graph.py and in the shared helpers of
+// `raise VerifyException` in dialects/graph/ and in the shared helpers of
 // dialects/tensors.py must be exercised by a case here or in another dialect's
 // invalid.mlir (test/python/test_registry.py says which one is missing).
 // RUN: aicfc-opt %s --split-input-file --verify-diagnostics | filecheck %s

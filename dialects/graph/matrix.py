@@ -1,0 +1,233 @@
+"""Constants and matrix products: graph.constant, graph.matmul, graph.gemm_epilogue."""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, UnitAttr
+from xdsl.ir import SSAValue
+from xdsl.irdl import (
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    opt_result_def,
+    prop_def,
+    result_def,
+    traits_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import ConstantLike, Pure
+from xdsl.utils.exceptions import VerifyException
+
+from aicfc.dialects.flags import OpFlag, OpInfo
+from aicfc.dialects.graph.attributes import Activation, ActivationAttr
+from aicfc.dialects.graph.base import GraphOp, unit_flag
+from aicfc.dialects.tensors import (
+    fmt_shape,
+    matmul_shape,
+    ranked,
+    require_float,
+    require_result,
+    require_same_dtype,
+    tensor,
+)
+
+F = OpFlag
+
+
+@irdl_op_definition
+class ConstantOp(GraphOp):
+    """A compile-time tensor.
+
+    ```mlir
+    %c = graph.constant dense<1> : tensor<i64>
+    ```
+    """
+
+    name = "graph.constant"
+    value = prop_def(DenseIntOrFPElementsAttr)
+    result = result_def(TensorType)
+    traits = traits_def(
+        Pure(),
+        ConstantLike(),
+        OpInfo(F.IS_CONSTANT, differentiable=False, why_not="a constant has no inputs"),
+    )
+
+    def __init__(self, value: DenseIntOrFPElementsAttr):
+        super().__init__(properties={"value": value}, result_types=[value.type])
+
+    def verify_(self) -> None:
+        require_result(self.name, self.result.type, self.value.type)  # type: ignore[arg-type]
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ConstantOp:
+        attrs = parser.parse_optional_attr_dict()
+        value = parser.parse_attribute()
+        if not isinstance(value, DenseIntOrFPElementsAttr):
+            parser.raise_error(f"graph.constant: expected a dense elements attribute, got {value}")
+        op = cls(value)
+        op.attributes.update(attrs)
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" ")
+        printer.print_attribute(self.value)
+
+
+@irdl_op_definition
+class MatmulOp(GraphOp):
+    """Matrix product C = op(A) @ op(B), op = transpose where the flag is set.
+
+    ```mlir
+    %c = graph.matmul %a, %b transpose_b : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+    ```
+    """
+
+    name = "graph.matmul"
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+    transpose_a = opt_prop_def(UnitAttr)
+    transpose_b = opt_prop_def(UnitAttr)
+    traits = traits_def(Pure(), OpInfo(F.IS_GEMM_LIKE | F.IS_LINEAR | F.HAS_PARAM))
+    assembly_format = (
+        "$lhs `,` $rhs (`transpose_a` $transpose_a^)? (`transpose_b` $transpose_b^)? "
+        "attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `->` type($result)"
+    )
+
+    def __init__(
+        self, lhs: SSAValue, rhs: SSAValue, transpose_a: bool = False, transpose_b: bool = False
+    ):
+        a = ranked(self.name, "lhs", lhs)
+        b = ranked(self.name, "rhs", rhs)
+        m, n, _ = matmul_shape(self.name, a, b, transpose_a, transpose_b)
+        super().__init__(
+            operands=[lhs, rhs],
+            result_types=[tensor((m, n), a.element_type)],
+            properties={
+                "transpose_a": unit_flag(transpose_a),
+                "transpose_b": unit_flag(transpose_b),
+            },
+        )
+
+    def mnk(self) -> tuple[int, int, int]:
+        a = ranked(self.name, "lhs", self.lhs)
+        b = ranked(self.name, "rhs", self.rhs)
+        return matmul_shape(self.name, a, b, bool(self.transpose_a), bool(self.transpose_b))
+
+    def verify_(self) -> None:
+        a = ranked(self.name, "lhs", self.lhs)
+        b = ranked(self.name, "rhs", self.rhs)
+        require_float(self.name, "lhs", a)
+        require_same_dtype(self.name, [("lhs", a), ("rhs", b)])
+        m, n, _ = self.mnk()
+        require_result(self.name, self.result.type, tensor((m, n), a.element_type))
+
+    def flops(self) -> int:
+        m, n, k = self.mnk()
+        return 2 * m * n * k
+
+
+@irdl_op_definition
+class GemmEpilogueOp(GraphOp):
+    """Fused Y = act(op(A) @ op(B) + bias) (cuBLASLt epilogues BIAS, RELU_BIAS, GELU_BIAS).
+
+    The bias has length N and is added to every row. The optional second
+    result `pre_act` is Z = op(A) @ op(B) + bias before the activation
+    (cuBLASLt's GELU_AUX), kept for the backward of GELU; it is allowed only
+    when act is not none.
+
+    ```mlir
+    %y = graph.gemm_epilogue %x, %w bias %b act = relu transpose_b
+           : (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+    ```
+    """
+
+    name = "graph.gemm_epilogue"
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+    pre_act = opt_result_def(TensorType)
+    act = opt_prop_def(ActivationAttr)
+    transpose_a = opt_prop_def(UnitAttr)
+    transpose_b = opt_prop_def(UnitAttr)
+    traits = traits_def(
+        Pure(), OpInfo(F.IS_GEMM_LIKE | F.IS_FUSED | F.HAS_PARAM | F.IS_BIAS_ADD | F.IS_ACTIVATION)
+    )
+    assembly_format = (
+        "$lhs `,` $rhs (`bias` $bias^)? (`act` `=` $act^)? (`transpose_a` $transpose_a^)? "
+        "(`transpose_b` $transpose_b^)? attr-dict `:` functional-type(operands, results)"
+    )
+
+    def __init__(
+        self,
+        lhs: SSAValue,
+        rhs: SSAValue,
+        bias: SSAValue | None = None,
+        act: Activation = Activation.NONE,
+        transpose_a: bool = False,
+        transpose_b: bool = False,
+        with_pre_act: bool = False,
+    ):
+        a = ranked(self.name, "lhs", lhs)
+        b = ranked(self.name, "rhs", rhs)
+        m, n, _ = matmul_shape(self.name, a, b, transpose_a, transpose_b)
+        out = tensor((m, n), a.element_type)
+        super().__init__(
+            operands=[lhs, rhs, [bias] if bias is not None else []],
+            result_types=[out, [out] if with_pre_act else []],
+            properties={
+                "act": ActivationAttr(act) if act != Activation.NONE else None,
+                "transpose_a": unit_flag(transpose_a),
+                "transpose_b": unit_flag(transpose_b),
+            },
+        )
+
+    @property
+    def activation(self) -> Activation:
+        return self.act.data if self.act is not None else Activation.NONE
+
+    def semantic_flags(self) -> OpFlag:
+        f = super().semantic_flags() & ~(F.IS_ACTIVATION | F.IS_BIAS_ADD)
+        if self.bias is not None:
+            f |= F.IS_BIAS_ADD
+        if self.activation == Activation.NONE:
+            return f | (F.IS_AFFINE if self.bias is not None else F.IS_LINEAR)
+        return f | F.IS_ACTIVATION | (F.COLLAPSES_INFO if self.activation == Activation.RELU else 0)
+
+    def mnk(self) -> tuple[int, int, int]:
+        a = ranked(self.name, "lhs", self.lhs)
+        b = ranked(self.name, "rhs", self.rhs)
+        return matmul_shape(self.name, a, b, bool(self.transpose_a), bool(self.transpose_b))
+
+    def verify_(self) -> None:
+        a = ranked(self.name, "lhs", self.lhs)
+        b = ranked(self.name, "rhs", self.rhs)
+        require_float(self.name, "lhs", a)
+        require_same_dtype(self.name, [("lhs", a), ("rhs", b)])
+        m, n, _ = self.mnk()
+        out = tensor((m, n), a.element_type)
+        require_result(self.name, self.result.type, out)
+        if self.bias is not None:
+            bt = ranked(self.name, "bias", self.bias)
+            require_same_dtype(self.name, [("lhs", a), ("bias", bt)])
+            if tuple(bt.get_shape()) != (n,):
+                raise VerifyException(
+                    f"{self.name}: bias must have shape [{n}] (N of the [{m}, {n}] result), "
+                    f"got {fmt_shape(bt.get_shape())}"
+                )
+        if self.pre_act is not None:
+            if self.activation == Activation.NONE:
+                raise VerifyException(
+                    f"{self.name}: the pre_act result needs an activation (act relu or gelu)"
+                )
+            require_result(self.name, self.pre_act.type, out)
+
+    def flops(self) -> int:
+        m, n, k = self.mnk()
+        epilogue = (1 if self.bias is not None else 0) + (
+            0 if self.activation == Activation.NONE else 1
+        )
+        return 2 * m * n * k + epilogue * m * n
