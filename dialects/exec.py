@@ -38,6 +38,7 @@ from xdsl.dialects.builtin import (
     DictionaryAttr,
     IntAttr,
     IntegerAttr,
+    ModuleOp,
     StringAttr,
     SymbolNameConstraint,
     TensorType,
@@ -202,7 +203,9 @@ class ProgramOp(IRDLOperation):
     """An executable step: buffer declarations, one `exec.graph`, named outputs.
 
     `arena_size` (bytes) is set by `aicfc-plan-memory`: planned tmp buffers are
-    views at their `offset` into one arena of that size.
+    views at their `offset` into one arena of that size. A program is a symbol
+    of a module, as a `func.func` is: it sits directly inside a `builtin.module`
+    (the runtimes look programs up there), never inside a function or another op.
 
     ```mlir
     exec.program @train_step { ... }
@@ -240,6 +243,12 @@ class ProgramOp(IRDLOperation):
 
     def verify_(self) -> None:
         where = f"exec.program @{self.sym_name.data}"
+        parent = self.parent_op()
+        if parent is not None and not isinstance(parent, ModuleOp):
+            raise VerifyException(
+                f"{where}: must be at module level (directly inside a builtin.module), "
+                f"got inside {_op_label(parent)}"
+            )
         graphs = [op for op in self.block.ops if isinstance(op, GraphOp)]
         if len(graphs) != 1:
             raise VerifyException(f"{where}: expected exactly one exec.graph, found {len(graphs)}")
@@ -559,6 +568,12 @@ def verify_disjoint_live_ranges(program: ProgramOp, where: str) -> None:
                     f"live at exec.graph position {max(fa, fb)}; planned buffers may overlap "
                     "only when their lifetimes are disjoint"
                 )
+
+
+def _op_label(op: Operation) -> str:
+    """`func.func @f` for an op with a symbol name, else the op's name."""
+    sym = op.properties.get("sym_name") or op.attributes.get("sym_name")
+    return f"{op.name} @{sym.data}" if isinstance(sym, StringAttr) else op.name
 
 
 def _alloc_label(op: AllocOp) -> str:

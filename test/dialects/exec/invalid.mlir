@@ -195,3 +195,16 @@ func.func @buffer_outside_program() {
   %x = exec.buffer "x" : !exec.buffer<4xf32, input>
   func.return
 }
+
+// -----
+
+// A program is a module-level symbol: inside a function it would verify, and
+// no runtime would find it.
+func.func @program_inside_func() {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: exec.program @nested: must be at module level (directly inside a builtin.module), got inside func.func @program_inside_func
+  exec.program @nested {
+    exec.graph {
+    }
+  }
+  func.return
+}
