@@ -14,12 +14,20 @@ Train a model (NumPy backend by default where no GPU is usable):
 
 Work on IR directly: `aicfc.parse`, `aicfc.print`, `aicfc.run_pipeline`, `aicfc.run`.
 Submodules load on first use, so `import aicfc` stays light for aicfc-opt.
+The Python API is described in docs/api.md; `aicfc.__version__` is the installed version.
 """
 
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
+
+try:
+    __version__ = version("aicfc")
+    """The installed distribution's version (pyproject.toml [project] version)."""
+except PackageNotFoundError:  # imported from a source tree that is not installed
+    __version__ = "0+unknown"
 
 _LAZY: dict[str, tuple[str, str]] = {
     "compile": ("aicfc.compiler", "compile"),
@@ -36,6 +44,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "StoreError": ("aicfc.runtime.backend", "StoreError"),
     "BackendUnavailable": ("aicfc.runtime.backend", "BackendUnavailable"),
     "IRError": ("aicfc.ir", "IRError"),
+    "IncompatibleKeys": ("aicfc.program", "IncompatibleKeys"),
 }
 _SUBMODULES = ("nn", "optim", "builder", "pipelines")
 

@@ -42,6 +42,7 @@ from xdsl.dialects import builtin, func
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 
+from aicfc.dialects.autodiff import BackwardOp
 from aicfc.dialects.base import AicfcOp
 from aicfc.dialects.flags import OpFlag, static_flags
 from aicfc.dialects.graph import (
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
 
     from aicfc.measured import Measurement, Thresholds
     from aicfc.nn import Module
+    from aicfc.program import Program
 
 Shape = tuple[int, ...]
 
@@ -244,11 +246,17 @@ class Candidate:
 
 @dataclass(frozen=True)
 class TrainingOps:
-    """The autodiff ops of a function, counted by name (not analysed as nodes)."""
+    """The autodiff ops of a function, counted by name (not analysed as nodes).
+
+    unexpanded: how many `autodiff.backward` ops are still there; their
+    gradient ops do not exist yet, so their FLOPs and bytes are not counted
+    anywhere (the report says so) until aicfc-expand-backward has run.
+    """
 
     counts: tuple[tuple[str, int], ...]
     flops: int
     bytes_moved: int
+    unexpanded: int = 0
 
 
 @dataclass
@@ -297,16 +305,33 @@ class FunctionReport:
                 "not in the facts and candidates below)",
                 "",
             ]
-        if self.training is not None:
-            ops = ", ".join(f"{name} x{c}" for name, c in self.training.counts)
+        t = self.training
+        if t is not None:
+            ops = ", ".join(f"{name} x{c}" for name, c in t.counts)
             out += [
                 f"Training ops (autodiff, not in the totals): {ops}",
-                f"  FLOPs: {self.training.flops}, bytes moved: {self.training.bytes_moved}",
-                "",
+                f"  FLOPs: {t.flops}, bytes moved: {t.bytes_moved}",
             ]
+            if t.unexpanded:
+                out.append(
+                    "  autodiff.backward not expanded: backward FLOPs not counted "
+                    "(run aicfc-expand-backward first to count its gradient ops)"
+                )
+            else:
+                out.append(
+                    f"  Whole function (totals + training ops): FLOPs "
+                    f"{self.total_flops + t.flops}, bytes moved {self.total_bytes + t.bytes_moved}"
+                )
+            out.append("")
+        scope = ""
+        if grads:
+            plural = "s" if len(grads) > 1 else ""
+            scope = f" (graph ops, including {len(grads)} gradient node{plural})"
+        elif t is not None and t.unexpanded:
+            scope = " (graph ops: the forward pass only)"
         out += [
             f"Total parameters: {self.total_params}",
-            f"Total FLOPs: {self.total_flops}",
+            f"Total FLOPs: {self.total_flops}{scope}",
             f"Total bytes moved: {self.total_bytes}",
             f"Arithmetic intensity: {self.arithmetic_intensity:.3f} FLOP/byte",
         ]
@@ -706,7 +731,10 @@ def _training(ops: list[AicfcOp]) -> TrainingOps | None:
     for op in ops:
         counts[op.name] = counts.get(op.name, 0) + 1
     return TrainingOps(
-        tuple(counts.items()), sum(op.flops() for op in ops), sum(op.bytes_moved() for op in ops)
+        tuple(counts.items()),
+        sum(op.flops() for op in ops),
+        sum(op.bytes_moved() for op in ops),
+        sum(isinstance(op, BackwardOp) for op in ops),
     )
 
 
@@ -774,33 +802,50 @@ def measure(
 
 
 def analyze(
-    model: Module,
+    model: Module | Program,
     input_shape: Sequence[int] | None = None,
     x: np.ndarray | None = None,
     params: Mapping[str, np.ndarray] | None = None,
     thresholds: Thresholds | None = None,
 ) -> Report:
-    """The report of `model`'s forward pass, `@predict` built by aicfc.builder.build_predict.
+    """The report of a model's forward pass, `@predict` built by aicfc.builder.build_predict.
 
+    model: an aicfc.nn.Module, whose parameters are the ones it holds: after
+        `aicfc.compile(model, ...)` and training, those are still the INITIAL
+        weights (the Program owns the trained ones). Pass the Program itself (or
+        `params=prog.parameters()`) to analyse the trained weights; a Program is
+        reported as `Program.report` does (its compiled, fused @predict).
     input_shape: [N, in_features] of the inputs (taken from `x` when given).
     x: a batch of real inputs; with it the report also has the measured part,
-    computed with `params` by name (default: the model's current parameters).
-    Raises ValueError when neither input_shape nor x is given, nn.ShapeError
-    when the shape does not fit the model, and
-    runtime.interpreter.InterpreterError when x's dtype is not the params'.
+        computed with `params` by name (default: the model's current parameters).
+
+    Raises ValueError when neither input_shape nor x is given, nn.ShapeError when
+    input_shape does not fit the model, and aicfc.InputError (the error of
+    Program.predict) when x has another dtype than the parameters or a shape the
+    model cannot take.
     """
     import numpy as np
     from xdsl.dialects.builtin import ModuleOp
 
     from aicfc.builder import build_predict
+    from aicfc.program import Program, check_x
 
-    if x is not None:
-        x = np.asarray(x)
-        input_shape = x.shape
-    if input_shape is None:
+    if isinstance(model, Program):
+        if x is None and input_shape is None:
+            raise ValueError("analyze: give input_shape=(N, in_features) or a batch x")
+        if x is None and input_shape is not None:
+            model.model.output_shape(tuple(input_shape))  # nn.ShapeError if it does not fit
+            return model.report(batch_size=int(input_shape[0]), thresholds=thresholds)
+        return model.report(x, thresholds=thresholds)
+    if x is None and input_shape is None:
         raise ValueError("analyze: give input_shape=(N, in_features) or a batch x")
     named = dict(model.named_parameters())
     dtype = next(iter(named.values())).dtype if named else np.dtype(np.float32)
+    if x is not None:
+        x = check_x(model, x, dtype)
+        input_shape = x.shape
+    assert input_shape is not None
+    model.output_shape(tuple(input_shape))  # nn.ShapeError naming the layer and dims
     module = ModuleOp([build_predict(model, tuple(input_shape), dtype)])
     if x is None:
         return analyze_module(module)

@@ -10,7 +10,7 @@ from aicfc.builder import LOSSES
 from aicfc.nn import Module
 from aicfc.optim import Adam, Optimizer
 from aicfc.program import Program
-from aicfc.runtime.backend import get_backend
+from aicfc.runtime.backend import resolve_backend
 
 
 def compile(
@@ -25,11 +25,15 @@ def compile(
 
     model:     an aicfc.nn.Module (its current weights are the initial params;
                the Program owns the trained values from then on, the model
-               keeps its initial ones).
+               keeps its initial ones). Its layers must fit each other: a
+               Linear(20, 32) followed by a Linear(31, 4) raises nn.LayerMismatch
+               (a ShapeError) naming both layers.
     loss:      "cross_entropy" (integer labels, mean over the batch; PyTorch's
                F.cross_entropy) or "mse" (mean over all elements; F.mse_loss).
     optimizer: an aicfc.optim optimizer (default Adam(lr=1e-3)).
-    backend:   "numpy", "cupy" or "auto" (cupy where a GPU is usable, else numpy).
+    backend:   "numpy", "cupy" (also called "cuda", the name of its kernels) or "auto"
+               (cupy where a GPU is usable, else numpy; Program.backend_reason says
+               why, and the choice is logged at INFO level on the "aicfc" logger).
     inplace:   False disables aicfc-fold-inplace (every update copies back; for debugging).
     tf32:      allow TF32 tensor-core GEMMs on the cupy backend (about 1e-3 relative
                error, several times faster on large layers); False (default) keeps
@@ -37,9 +41,10 @@ def compile(
 
     Nothing is lowered yet: each function is built and compiled at its first
     call with a new batch shape (see Program). Raises ValueError for an
-    unknown loss or backend, TypeError for a non-aicfc model or optimizer or for
-    parameters that are not all float32 or all float64, and the runtime's
-    BackendUnavailable when backend="cupy" cannot run here.
+    unknown loss or backend, nn.ShapeError (nn.LayerMismatch) for layers that do
+    not fit, TypeError for a non-aicfc model or optimizer or for parameters that
+    are not all float32 or all float64, and the runtime's BackendUnavailable when
+    backend="cupy" cannot run here.
     """
     if not isinstance(model, Module):
         raise TypeError(f"compile: model must be an aicfc.nn.Module, got {type(model).__name__}")
@@ -51,4 +56,7 @@ def compile(
             f"compile: optimizer must be an aicfc.optim optimizer (Adam, AdamW, SGD), "
             f"got {type(optimizer).__name__}"
         )
-    return Program(model, loss, optimizer, get_backend(backend), inplace=inplace, tf32=tf32)
+    runtime, reason = resolve_backend(backend)
+    return Program(
+        model, loss, optimizer, runtime, inplace=inplace, tf32=tf32, backend_reason=reason
+    )

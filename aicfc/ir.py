@@ -4,17 +4,22 @@ xDSL's parser does not keep source positions on ops, and a failed verify
 raises without saying which op failed. `parse_module` records where each op
 starts (as the op's FileLineColLoc) and verifies op by op, so a user's mistake
 reads `file:line:col: error: message` (MLIR's diagnostic form), never a
-traceback.
+traceback. It also checks the train-step convention of every func.func's
+arguments (docs/architecture.md §1: `aicfc.role` is input, param or state;
+`aicfc.name`s are unique), pointing at the argument, and an unknown op name
+gets the nearest registered ones ("did you mean graph.matmul?").
 """
 
 from __future__ import annotations
 
+import difflib
 import io
 import re
 
 from xdsl.context import Context
+from xdsl.dialects import func
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
-from xdsl.ir import Operation
+from xdsl.ir import BlockArgument, Operation
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
@@ -22,6 +27,7 @@ from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from aicfc.context import make_context
 from aicfc.dialects.diagnostics import format_diagnostic, location_of
+from aicfc.dialects.roles import EXTERNAL_ROLES, NAME_ATTR, ROLE_ATTR
 
 
 class IRError(DiagnosticException):
@@ -38,6 +44,28 @@ class LocatingParser(Parser):
         super().__init__(ctx, text, name)
         self.file_name = name
         self.line_offset = line_offset
+        self.argument_locations: dict[BlockArgument, str] = {}
+        """`file:line:col` of each func.func argument, for `check_arguments`."""
+        self._argument_spans: list[tuple[str, int, int]] = []
+
+    def parse_optional_argument(self, expect_type: bool = True):  # type: ignore[no-untyped-def]
+        arg = super().parse_optional_argument(expect_type)
+        if arg is not None:
+            loc = arg.name.get_location()
+            self._argument_spans.append((arg.name.text, loc.line + self.line_offset, loc.col))
+        return arg
+
+    def _get_op_by_name(self, name: str) -> type[Operation]:
+        op_type = self.ctx.get_optional_op(name, dialect_stack=self._parser_state.dialect_stack)
+        if op_type is not None:
+            return op_type
+        known = [op.name for op in self.ctx.loaded_ops]
+        dialect = self.ctx.get_optional_dialect(name.split(".")[0]) if "." in name else None
+        if dialect is not None:  # prefer the ops of the dialect the name starts with
+            known = [op.name for op in dialect.operations]
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.7)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        self.raise_error(f"Operation {name} is not registered{hint}")
 
     def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
         # An input without ops (an empty file, a chunk after a trailing `// -----`)
@@ -50,6 +78,7 @@ class LocatingParser(Parser):
         start = self._current_token.span
         loc = start.get_location()
         line, col = loc.line, loc.col
+        first_arg = len(self._argument_spans)
         try:
             op = super().parse_operation()
         except VerifyException as e:
@@ -60,6 +89,11 @@ class LocatingParser(Parser):
             op.location = FileLineColLoc(
                 StringAttr(self.file_name), IntAttr(line + self.line_offset), IntAttr(col)
             )
+        if isinstance(op, func.FuncOp):  # its signature's arguments were parsed first
+            spans = self._argument_spans[first_arg : first_arg + len(op.args)]
+            for arg, (text, at_line, at_col) in zip(op.args, spans, strict=False):
+                if text == f"%{arg.name_hint}":
+                    self.argument_locations[arg] = f"{self.file_name}:{at_line}:{at_col}"
         return op
 
 
@@ -107,13 +141,54 @@ def _culprit(op: Operation, message: str) -> Operation:
     return definitions[1] if len(definitions) > 1 else op
 
 
+def check_arguments(
+    module: Operation, name: str = "", locations: dict[BlockArgument, str] | None = None
+) -> None:
+    """Check the train-step convention of every func.func's arguments.
+
+    A string `aicfc.role` must be input, param or state, and no two arguments
+    of a function may share an `aicfc.name`. Raises IRError located at the
+    argument (`locations`, from LocatingParser) or else at the function, naming
+    the argument as `%x` (and its 0-based position, as aicfc-lower-exec does).
+    Non-string values are left to aicfc-lower-exec.
+    """
+    locations = locations or {}
+    for fn in module.walk():
+        if not isinstance(fn, func.FuncOp) or fn.arg_attrs is None or not fn.body.blocks:
+            continue
+        seen: dict[str, BlockArgument] = {}
+        for i, (arg, attrs) in enumerate(zip(fn.args, fn.arg_attrs.data, strict=False)):
+            role, arg_name = attrs.data.get(ROLE_ATTR), attrs.data.get(NAME_ATTR)
+            which = f"%{arg.name_hint} " if arg.name_hint else ""
+            message = None
+            if isinstance(role, StringAttr) and role.data not in EXTERNAL_ROLES:
+                message = (
+                    f"argument {which}(#{i}, counting from 0) of @{fn.sym_name.data} has "
+                    f'aicfc.role "{role.data}"; expected input, param or state'
+                )
+            elif isinstance(arg_name, StringAttr) and arg_name.data in seen:
+                first = seen[arg_name.data]
+                first_hint = f" (%{first.name_hint})" if first.name_hint else ""
+                message = (
+                    f'argument #{i} reuses the aicfc.name "{arg_name.data}"; names must be '
+                    f"unique (argument {which}of @{fn.sym_name.data}, counting from 0; "
+                    f"argument #{first.index}{first_hint} has it first)"
+                )
+            if message is not None:
+                where = locations.get(arg) or location_of(fn) or name
+                raise IRError(f"{where}: error: 'func.func' {message}")
+            if isinstance(arg_name, StringAttr):
+                seen.setdefault(arg_name.data, arg)
+
+
 def parse_module(
     text: str, name: str = "<input>", ctx: Context | None = None, line_offset: int = 0
 ) -> ModuleOp:
     """Parse and verify `text`.
 
-    Raises IRError (`file:line:col: error: ...`) for a syntax error or an op that
-    fails verification.
+    Raises IRError (`file:line:col: error: ...`) for a syntax error, an op that
+    fails verification, or an argument that breaks the train-step convention
+    (`check_arguments`).
     """
     parser = LocatingParser(ctx or make_context(), text, name, line_offset)
     try:
@@ -121,6 +196,7 @@ def parse_module(
     except ParseError as e:
         raise IRError(format_parse_error(e, name, line_offset)) from None
     verify_located(module, name)
+    check_arguments(module, name, parser.argument_locations)
     return module
 
 

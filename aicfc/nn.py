@@ -48,6 +48,22 @@ class ShapeError(ValueError):
     """An input shape that a module cannot take; the message names the module and dims."""
 
 
+class LayerMismatch(ShapeError):
+    """Two consecutive layers of a model that do not fit (e.g. Linear(20, 32) then
+    Linear(31, 4)); the message names both layers and the widths."""
+
+
+def _short(m: Module) -> str:
+    """`repr(m)` on one line (a container is named by its type)."""
+    text = repr(m)
+    return text if "\n" not in text else f"{type(m).__name__}(...)"
+
+
+def _symbolic(shape: Sequence[int]) -> str:
+    """`[N, 32]` for a batch shape (the leading dim is the batch size)."""
+    return "[" + ", ".join(["N", *(str(d) for d in shape[1:])]) + "]" if shape else "[]"
+
+
 class Parameter:
     """A trainable tensor of a module: `data` is a NumPy array (float32 by default)."""
 
@@ -255,9 +271,29 @@ class Sequential(Module):
         return x
 
     def output_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
+        """The last child's output shape. A child that cannot take its predecessor's
+        output raises ShapeError naming both layers (a model mistake, not the input's)."""
         out = tuple(shape)
-        for m in self.children():
-            out = m.output_shape(out)
+        source: tuple[str, Module] | None = None  # the last child that fixed the width
+        for name, m in self.named_children():
+            try:
+                new = m.output_shape(out)
+            except LayerMismatch:
+                raise
+            except ShapeError as e:
+                if source is None:
+                    raise
+                width = m.input_features()
+                takes = f"takes [N, {width}] inputs" if width is not None else f"fails: {e}"
+                raise LayerMismatch(
+                    f"layer {name!r} {_short(m)} {takes}, but layer {source[0]!r} "
+                    f"{_short(source[1])} "
+                    f"outputs {_symbolic(out)}"
+                    + (f" ({out[-1]} != {width})" if width is not None and out else "")
+                ) from None
+            if m.input_features() is not None or new != out:
+                source = (name, m)
+            out = new
         return out
 
     def input_features(self) -> int | None:
@@ -411,6 +447,7 @@ __all__ = [
     "GELU",
     "Dropout",
     "EmitContext",
+    "LayerMismatch",
     "Linear",
     "Module",
     "Parameter",

@@ -29,8 +29,10 @@ gradient zero instead of an error.
 
 from __future__ import annotations
 
+import itertools
+import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -38,14 +40,18 @@ from xdsl.dialects.builtin import ModuleOp
 from aicfc.builder import LABEL_DTYPE, build_predict, build_train_step, initial_values
 from aicfc.context import make_context
 from aicfc.dialects import exec as ex
+from aicfc.dialects.autodiff import BackwardOp
+from aicfc.dialects.roles import arg_name
 from aicfc.ir import print_module
 from aicfc.nn import Module, ShapeError
 from aicfc.optim import Optimizer
+from aicfc.passes.aicfc_expand_backward import unused_wrt
 from aicfc.passes.pipelines import GRAPH_STAGE, run_steps, stage_names, train_pipeline
 from aicfc.runtime.backend import Backend, BufferStore, Executable, InputError
 
 if TYPE_CHECKING:
     from aicfc.analysis import Report
+    from aicfc.measured import Thresholds
 
 FUNCTIONS = ("train_step", "predict")
 
@@ -60,8 +66,56 @@ class CompiledFunction:
     executable: Executable | None = None
 
 
+class IncompatibleKeys(NamedTuple):
+    """What `Program.load_state_dict` did not match (torch.nn.Module's `_IncompatibleKeys`).
+
+    missing_keys:    buffers of the Program that the state dict lacks (left unchanged).
+    unexpected_keys: names in the state dict that the Program has no buffer for (ignored).
+    """
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+
 def _shape(s: tuple[int, ...]) -> str:
     return "[" + ", ".join(str(d) for d in s) + "]"
+
+
+def _host_array(name: str, a: Any, dtype: np.dtype | None) -> np.ndarray:
+    """`np.asarray(a)`; a list or scalar that NumPy converts to another dtype than `dtype`
+    is an InputError saying so (the user never made that float64 array)."""
+    arr = np.asarray(a)
+    if not isinstance(a, np.ndarray) and dtype is not None and arr.dtype != dtype:
+        raise InputError(
+            f'input "{name}": expected a {dtype} array, got a {type(a).__name__}, which NumPy '
+            f"converts to {arr.dtype} (pass np.asarray({name}, dtype=np.{dtype}))"
+        )
+    return arr
+
+
+def check_x(model: Module, x: Any, dtype: np.dtype) -> np.ndarray:
+    """x as a contiguous host array of `dtype` and shape [N, in_features] that `model`
+    takes; InputError naming "x" otherwise (the checks of `Program.predict`)."""
+    xa = _host_array("x", x, dtype)
+    if xa.dtype != dtype:
+        raise InputError(
+            f'input "x": expected dtype {dtype}, got {xa.dtype} (convert with x.astype(np.{dtype}))'
+        )
+    _check_x_shape(model, xa.shape)
+    return np.ascontiguousarray(xa)
+
+
+def _check_x_shape(model: Module, shape: tuple[int, ...]) -> None:
+    n_in = model.input_features()
+    expected = f"[N, {n_in}]" if n_in is not None else "[N, ...]"
+    try:
+        if len(shape) < 1 or shape[0] < 1:
+            raise ShapeError("empty batch")
+        model.output_shape(shape)
+    except ShapeError as e:
+        raise InputError(
+            f'input "x": expected shape {expected}, got {_shape(shape)} ({e})'
+        ) from None
 
 
 def _on_device(a: Any) -> bool:
@@ -80,8 +134,13 @@ class Program:
     """A model compiled for training and inference on one backend.
 
     Build it with `aicfc.compile`. Attributes: `backend` (the runtime Backend),
+    `backend_reason` (why that backend: "requested", or for backend="auto" e.g.
+    "auto chose numpy: backend 'cupy' cannot run here: CuPy is not installed ..."),
     `store` (the BufferStore of params and state), `loss`, `optimizer`, `stages`
     (pipeline stage names, in order).
+
+    The Program owns the trained weights (`parameters()`, `state_dict()`); the
+    nn.Module it was compiled from keeps its initial ones.
 
     Kernels are selected for the backend's device (`backend.lower_exec_options()`:
     architecture, cuBLASLt availability, autotune cache), so `mlir("exec")` shows
@@ -98,8 +157,10 @@ class Program:
         backend: Backend,
         inplace: bool = True,
         tf32: bool | None = None,
+        backend_reason: str = "requested",
     ):
         self.model = model
+        self.backend_reason = backend_reason
         self.loss = loss
         self.optimizer = optimizer
         self.backend = backend
@@ -115,6 +176,11 @@ class Program:
             raise ValueError("compile: the model has no parameters to train")
         self.dtype = next(iter(params.values())).dtype
         self.in_features = model.input_features()
+        if self.in_features is not None:  # the layers must fit each other, whatever x is
+            try:
+                model.output_shape((1, self.in_features))
+            except ShapeError as e:
+                raise type(e)(f"compile: the model's layers do not fit: {e}") from None
         self.param_names: tuple[str, ...] = tuple(params)
         self.store: BufferStore = backend.create_store()
         init = initial_values(model, optimizer)
@@ -124,6 +190,7 @@ class Program:
         self.store.load_state_dict(init)
         self._compiled: dict[tuple[str, tuple[int, ...], str], CompiledFunction] = {}
         self._last: dict[str, CompiledFunction] = {}
+        self._warned: set[str] = set()
 
     # --- training and inference --------------------------------------------
 
@@ -176,15 +243,21 @@ class Program:
         """
         return self.store.state_dict()
 
-    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> IncompatibleKeys:
         """Write values into the existing buffers by name (params keep their identity).
 
         strict=True: the names must equal `state_dict()`'s. strict=False loads
-        what matches (e.g. a torch.nn state dict of params only). Raises
-        StoreError (a KeyError) naming unknown/missing buffers or a buffer
-        whose shape or dtype differs; nothing is written then.
+        what matches (e.g. a torch.nn state dict of params only) and returns
+        IncompatibleKeys(missing_keys, unexpected_keys), as torch.nn.Module does
+        (both empty when everything matched). Raises StoreError (a KeyError)
+        naming unknown/missing buffers (strict) or a buffer whose shape or dtype
+        differs, TypeError for a non-mapping; nothing is written then.
         """
         self.store.load_state_dict(state, strict=strict)
+        return IncompatibleKeys(
+            missing_keys=[n for n in self.store.names() if n not in state],
+            unexpected_keys=[n for n in state if n not in self.store],
+        )
 
     def parameters(self) -> dict[str, np.ndarray]:
         """Copies of the trainable parameters by name (torch's model.state_dict() keys)."""
@@ -236,19 +309,27 @@ class Program:
         """(function, x shape) of every compiled entry, in compile order."""
         return [(c.function, c.x_shape) for c in self._compiled.values()]
 
-    def report(self, x: Any = None, batch_size: int = 1) -> Report:
-        """The operator report of @predict (aicfc.analysis.Report; str() is the text).
+    def report(
+        self, x: Any = None, batch_size: int = 1, thresholds: Thresholds | None = None
+    ) -> Report:
+        """The operator report of @predict as this Program compiles it (aicfc.analysis.Report;
+        str() is the text).
 
-        Static for inputs [batch_size, in_features]; with a batch `x` also the
-        measured part (active units, dead units, weight ranks) computed with
-        the current (trained) parameters. Raises InputError for a bad x.
+        The IR analysed is @predict after the pipeline's graph-level steps (aicfc-fuse,
+        aicfc-expand-backward, aicfc-fuse, canonicalize, cse: stage "canonical"), so the
+        nodes are the fused ops that run and no candidate suggests a rewrite the pipeline
+        already applies. Static for inputs [batch_size, in_features]; with a batch `x`
+        also the measured part (active units, dead units, weight ranks) computed with the
+        current (trained) parameters. Raises InputError for a bad x.
         """
-        from aicfc.analysis import analyze
+        from aicfc.analysis import analyze_module, measure
 
         if x is not None:
             host = x.get() if _on_device(x) else x  # the analysis runs on the host
-            return analyze(self.model, x=self._check_x(host), params=self.parameters())
-        return analyze(self.model, input_shape=self._x_shape(batch_size))
+            xa = self._check_x(host)
+            module = self._graph_level("predict", xa.shape)
+            return measure(module, {**self.parameters(), "x": xa}, "predict", thresholds)
+        return analyze_module(self._graph_level("predict", self._x_shape(batch_size)))
 
     # --- internals -------------------------------------------------------------
 
@@ -276,27 +357,21 @@ class Program:
 
     def _check_x(self, x: Any) -> Any:
         device = self._device_input("x", x)
-        xa = x if device else np.asarray(x)
-        if xa.dtype != self.dtype:
+        if not device:
+            return check_x(self.model, x, self.dtype)
+        if x.dtype != self.dtype:
             raise InputError(
-                f'input "x": expected dtype {self.dtype}, got {xa.dtype} '
+                f'input "x": expected dtype {self.dtype}, got {x.dtype} '
                 f"(convert with x.astype(np.{self.dtype}))"
             )
-        expected = f"[N, {self.in_features}]" if self.in_features is not None else "[N, ...]"
-        try:
-            if xa.ndim < 1 or xa.shape[0] < 1:
-                raise ShapeError("empty batch")
-            self.model.output_shape(xa.shape)
-        except ShapeError as e:
-            raise InputError(
-                f'input "x": expected shape {expected}, got {_shape(xa.shape)} ({e})'
-            ) from None
-        return _contiguous(xa, device)
+        _check_x_shape(self.model, tuple(x.shape))
+        return _contiguous(x, device)
 
     def _check_y(self, y: Any, x_shape: tuple[int, ...], check_range: bool = True) -> Any:
         device = self._device_input("y", y)
-        ya = y if device else np.asarray(y)
         out_shape = self.model.output_shape(x_shape)
+        mse = self.loss == "mse"
+        ya = y if device else _host_array("y", y, self.dtype if mse else None)
         if self.loss == "mse":
             if ya.dtype != self.dtype or ya.shape != out_shape:
                 raise InputError(
@@ -333,12 +408,38 @@ class Program:
         self._last[function] = entry
         return entry
 
-    def _compile(self, function: str, x_shape: tuple[int, ...]) -> CompiledFunction:
+    def _build(self, function: str, x_shape: tuple[int, ...]) -> ModuleOp:
         if function == "train_step":
             fn = build_train_step(self.model, self.loss, self.optimizer, x_shape, self.dtype)
         else:
             fn = build_predict(self.model, x_shape, self.dtype)
-        module = ModuleOp([fn])
+        return ModuleOp([fn])
+
+    def _graph_level(self, function: str, x_shape: tuple[int, ...]) -> ModuleOp:
+        """`function` built for `x_shape` after the pipeline steps before lowering."""
+        module = self._build(function, x_shape)
+        graph_steps = itertools.takewhile(lambda step: step.stage != "exec", self._steps)
+        run_steps(make_context(), module, tuple(graph_steps))
+        return module
+
+    def _warn_unused(self, module: ModuleOp) -> None:
+        """warnings.warn once per parameter the loss does not depend on (zero gradient)."""
+        backwards = [op for op in module.walk() if isinstance(op, BackwardOp)]
+        for v in (v for b in backwards for v in unused_wrt(b)):
+            name = arg_name(v) or str(v.name_hint)
+            if name not in self._warned:
+                self._warned.add(name)
+                warnings.warn(
+                    f"parameter {name!r} gets no gradient: the loss does not depend on it, "
+                    "so it never trains",
+                    UserWarning,
+                    stacklevel=5,
+                )
+
+    def _compile(self, function: str, x_shape: tuple[int, ...]) -> CompiledFunction:
+        module = self._build(function, x_shape)
+        if function == "train_step":
+            self._warn_unused(module)
         entry = CompiledFunction(function, x_shape)
         entry.stages[GRAPH_STAGE] = module.clone()
 

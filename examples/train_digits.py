@@ -15,14 +15,14 @@ split (zero mean, unit variance per pixel). 1,347 = 21 * 64 + 3, so every
 epoch ends with a batch of 3, which compiles once more and shares the
 parameters with the batch-64 step.
 
-Why seed 001 saw NaN at lr=1e-2, and why this does not: at lr=1e-2 Adam lets
+Why the predecessor (AICF v2) saw NaN at lr=1e-2, and why aicfc does not: at lr=1e-2 Adam lets
 the logits grow large. Measured on this model with standardised inputs over
 20 epochs (batch 64, 440 steps), the largest logit reached 75, 169, 156 and 68
 for seeds 0-3. In float32, exp(z) overflows to inf for z > 88.72, so a naive
 softmax exp(z) / sum(exp(z)) gives inf/inf = NaN in 0, 33, 22 and 0 of those
 steps; the NaN enters the gradient, Adam writes it into every parameter, and
 every later loss is NaN. At lr=1e-3 the largest logit stays at 16-18 for
-those seeds, consistent with seed 001 converging there. Subtracting the row
+those seeds, consistent with the predecessor converging there. Subtracting the row
 max alone is not enough for the loss: log(softmax) of a logit more than ~104
 below the max underflows exp to 0 and gives log(0) = -inf. aicfc computes
 the loss as logsumexp(z) - z[y] with the max subtracted (runtime/reference.py
@@ -35,8 +35,10 @@ and checks the formulas on explicit logits.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
+from collections.abc import Callable
 
 import numpy as np
 from sklearn.datasets import load_digits
@@ -49,7 +51,10 @@ from aicfc import nn, optim
 
 
 def load_data(raw_pixels: bool = False) -> tuple[np.ndarray, ...]:
-    """(x_train, x_test, y_train, y_test): float32 [N, 64] and int64 [N] labels 0-9."""
+    """(x_train, x_test, y_train, y_test): float32 [N, 64] and int64 [N] labels 0-9.
+
+    int64 labels are fine: Program.step converts integer labels to the IR's int32.
+    """
     digits = load_digits()
     x_train, x_test, y_train, y_test = train_test_split(
         digits.data, digits.target, test_size=0.25, random_state=0
@@ -87,12 +92,33 @@ def emit_mlir(path: str, seed: int, lr: float, batch: int) -> None:
         f.write(MLIR_HEADER.format(lr=lr, batch=batch) + aicfc.print(module))
 
 
+def positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
+    """An argparse `type` accepting only a finite number > 0 of `kind` (int or float)."""
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not (math.isfinite(value) and value > 0):
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+
+    parse.__name__ = f"positive {kind.__name__}"  # argparse's "invalid <name> value" message
+    return parse
+
+
 def main(argv: list[str] | None = None) -> float:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (1e-3)")
-    parser.add_argument("--epochs", type=int, default=20, help="passes over the training set (20)")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--backend", default="numpy", choices=["numpy", "cupy", "auto"])
+    parser.add_argument("--lr", type=positive(float), default=1e-3, help="Adam learning rate")
+    parser.add_argument(
+        "--epochs", type=positive(int), default=20, help="passes over the training set (20)"
+    )
+    parser.add_argument("--batch-size", type=positive(int), default=64, help="(64)")
+    parser.add_argument(
+        "--backend", default="numpy", choices=["numpy", "cupy", "cuda", "auto"], help="(numpy)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="initial weights and batch order")
     parser.add_argument(
         "--raw-pixels", action="store_true", help="keep pixels 0-16 instead of standardising"

@@ -9,11 +9,19 @@ expansions and contractions, and optimization candidates. Autodiff ops are
 listed apart (see aicfc/analysis.py, which builds the report; this pass only
 prints it).
 
-The report goes to stdout, before the module that aicfc-opt prints; the IR is
-not changed. Option `function`: report only that function (default: all).
+The totals count graph ops only. Before aicfc-expand-backward a train step's
+`autodiff.backward` has no gradient ops yet: the report says "autodiff.backward
+not expanded: backward FLOPs not counted" rather than counting them as 0.
 
-    aicfc-opt model.mlir -p aicfc-analyze
+Output: the report goes to stdout, and aicfc-opt then prints the module (the IR
+is not changed), so stdout is the report followed by the IR. For the report
+alone, send the IR elsewhere with `-o`:
+
+    aicfc-opt model.mlir -p aicfc-analyze -o /dev/null
     aicfc-opt model.mlir -p 'aicfc-fuse,aicfc-analyze{function=predict}'
+
+Option `function`: report only that function (default: all); a name the module
+lacks is a command-line error (`aicfc-opt: error: aicfc-analyze: no function ...`).
 """
 
 from __future__ import annotations
@@ -24,9 +32,9 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import builtin
 from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import DiagnosticException
 
 from aicfc.analysis import analyze_module
+from aicfc.passes.options import PassOptionError
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,6 @@ class AicfcAnalyzePass(ModulePass):
         try:
             report = analyze_module(op, self.function or None)
         except KeyError as e:
-            raise DiagnosticException(f"error: aicfc-analyze: {e.args[0]}") from None
+            raise PassOptionError(f"aicfc-analyze: {e.args[0]}") from None
         sys.stdout.write(str(report))
         sys.stdout.flush()

@@ -15,7 +15,10 @@ differentiate the gradients of an earlier one):
    (graph.add), never the last one written (the overwrite bug of seed 000 §4.2).
 3. The seed (default: graph.constant dense<1.0> of the loss type) is the
    loss's gradient; a wrt value that is the loss itself gets the seed, a wrt
-   value the loss does not depend on gets graph.constant zeros.
+   value the loss does not depend on gets graph.constant zeros, or, with
+   `allow_unused=false` (PyTorch's `torch.autograd.grad(allow_unused=False)`),
+   is an error naming it, since a zero gradient usually means a typo in the
+   wrt list or in the forward.
 4. The backward op's results are replaced by the gradients and it is erased.
 
 An op on the path that cannot be differentiated (no rule, or OpInfo says
@@ -40,6 +43,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from aicfc.dialects.autodiff import BackwardOp
 from aicfc.dialects.diagnostics import OpError, location_of
 from aicfc.dialects.graph import AddOp
+from aicfc.dialects.roles import arg_name
 from aicfc.dialects.tensors import is_float
 from aicfc.passes.vjp_rules import VJP_RULES, VjpContext, splat, why_not_differentiable
 
@@ -83,6 +87,32 @@ def differentiation_path(
             path.append(op)
             active.update(op.results)
     return path, active
+
+
+def unused_wrt(backward: BackwardOp) -> list[SSAValue]:
+    """The wrt values of `backward` that its loss does not depend on (zero gradient)."""
+    path, _ = differentiation_path(backward.loss, tuple(backward.wrt))
+    used = {v for op in path for v in op.operands} | {backward.loss}
+    return [v for v in backward.wrt if v not in used]
+
+
+def _describe(v: SSAValue, index: int) -> str:
+    """`%w (aicfc.name "0.weight")`, or `wrt #1 (0-based)` for an unnamed value."""
+    what = f"%{v.name_hint}" if v.name_hint else f"wrt #{index} (0-based)"
+    name = arg_name(v)
+    return f'{what} (aicfc.name "{name}")' if name else what
+
+
+def _check_used(backward: BackwardOp) -> None:
+    unused = unused_wrt(backward)
+    if unused:
+        wrt = list(backward.wrt)
+        names = ", ".join(_describe(v, wrt.index(v)) for v in unused)
+        raise OpError(
+            backward,
+            f"the loss does not depend on wrt value {names}, so its gradient is always zero "
+            "(fix the wrt list or the forward, or run aicfc-expand-backward{allow_unused=true})",
+        )
 
 
 def _is_float_tensor(v: SSAValue) -> bool:
@@ -134,12 +164,15 @@ def _check_differentiable(backward: BackwardOp, path: list[Operation]) -> None:
             )
 
 
-def expand_backward(backward: BackwardOp) -> None:
+def expand_backward(backward: BackwardOp, allow_unused: bool = True) -> None:
     """Replace one autodiff.backward by its gradient ops (see the module docstring).
 
-    Raises OpError for an op on the path without a VJP (before changing any IR)
+    Raises OpError for an op on the path without a VJP or, unless `allow_unused`,
+    for a wrt value the loss does not depend on (both before changing any IR),
     and for a rule that returns a gradient of the wrong type (a compiler bug).
     """
+    if not allow_unused:
+        _check_used(backward)
     loss, wrt = backward.loss, tuple(backward.wrt)
     path, active = differentiation_path(loss, wrt)
     _check_differentiable(backward, path)
@@ -190,6 +223,10 @@ class AicfcExpandBackwardPass(ModulePass):
 
     name = "aicfc-expand-backward"
 
+    allow_unused: bool = True
+    """false: a wrt value the loss does not depend on is an error naming it;
+    true (default): it gets a zero gradient (graph.constant zeros)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for backward in [o for o in op.walk() if isinstance(o, BackwardOp)]:
-            expand_backward(backward)
+            expand_backward(backward, self.allow_unused)

@@ -45,7 +45,7 @@ from aicfc.dialects.roles import (
     arg_role,
     result_names,
 )
-from aicfc.runtime.registry import BACKENDS
+from aicfc.runtime.registry import BACKENDS, kernel_family
 from aicfc.runtime.selector import AutotuneCache, Capability, NoKernelError, Problem, select
 
 # ----------------------------------------------------------------------------
@@ -235,7 +235,8 @@ class _FuncLowering:
 
 @dataclass(frozen=True)
 class AicfcLowerExecPass(ModulePass):
-    """Lower every func.func to an exec.program for `backend` ("numpy" or "cuda").
+    """Lower every func.func to an exec.program for `backend` ("numpy" or "cuda"; the
+    runtime name "cupy" is accepted as "cuda", runtime/registry.py KERNEL_FAMILIES).
 
     arch, tf32, tensor_core, cublaslt: the device capability the selector scores
     CUDA kernels against (cublaslt: nvmath-python's cuBLASLt is usable; tf32: TF32
@@ -267,11 +268,13 @@ class AicfcLowerExecPass(ModulePass):
 
     def __post_init__(self) -> None:
         # A bad option is a command-line mistake: refuse it before any IR is read.
-        if self.backend not in BACKENDS:
+        family = kernel_family(self.backend)
+        if family is None:
             raise ValueError(
                 f"aicfc-lower-exec: backend must be one of {', '.join(BACKENDS)}, "
-                f'got "{self.backend}"'
+                f'got "{self.backend}" (the runtime name cupy is accepted as cuda)'
             )
+        object.__setattr__(self, "backend", family)  # "cupy" selects the cuda kernels
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         autotune = AutotuneCache(self.autotune_cache) if self.autotune_cache else None

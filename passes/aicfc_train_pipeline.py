@@ -2,11 +2,16 @@
 
     aicfc-opt step.mlir -p 'aicfc-train-pipeline{backend=numpy inplace=true}'
 
-It runs the steps of `passes/pipelines.py::train_pipeline` in order (fuse,
-expand-backward, fuse, canonicalize+cse, lower-exec, fold-inplace,
-plan-memory); that list is the one definition of the order, shared with
-`aicfc.compile`. Each step's passes come from the pass registry, so every step
-can also be run on its own with aicfc-opt.
+It runs the steps of `passes/pipelines.py::train_pipeline` in order; that list is
+the one definition of the order, shared with `aicfc.compile`. With the defaults
+it is exactly
+
+    aicfc-fuse,aicfc-expand-backward,aicfc-fuse,canonicalize,cse,
+    aicfc-lower-exec{backend=numpy},aicfc-fold-inplace{enable=true},aicfc-plan-memory
+
+and since it is one pass, `--print-between-passes` shows nothing inside it: run
+that list with `-p` instead to see every stage (docs/passes.md). Each step's
+passes come from the pass registry, so every step also runs on its own.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ from aicfc.passes.pipelines import run_steps, train_pipeline
 class AicfcTrainPipelinePass(ModulePass):
     """Run the train pipeline.
 
-    backend: "numpy" (default) or "cupy"/"cuda": the kernels aicfc-lower-exec selects.
+    backend: "numpy" (default), or "cuda" / "cupy" (two names of the GPU backend,
+             runtime/registry.py KERNEL_FAMILIES): the kernels aicfc-lower-exec selects.
     inplace: false leaves every launch out-of-place (aicfc-fold-inplace{enable=false}).
     """
 
@@ -34,7 +40,10 @@ class AicfcTrainPipelinePass(ModulePass):
     inplace: bool = True
 
     def __post_init__(self) -> None:
-        train_pipeline(self.backend, self.inplace)  # raises ValueError for a bad backend
+        try:  # a bad option is a command-line mistake: refuse it before any IR is read
+            train_pipeline(self.backend, self.inplace)
+        except ValueError as e:
+            raise ValueError(f"aicfc-train-pipeline: {e}") from None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         run_steps(ctx, op, train_pipeline(self.backend, self.inplace))

@@ -24,11 +24,14 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 
+from aicfc.runtime.registry import kernel_family
+
 GRAPH_STAGE = "graph"
 """The name of the IR as built, before any step."""
 
-KERNEL_BACKENDS = {"numpy": "numpy", "cupy": "cuda", "cuda": "cuda"}
-"""Runtime backend name -> the kernel backend that aicfc-lower-exec selects for."""
+KERNEL_BACKENDS = {n: kernel_family(n) for n in ("numpy", "cupy", "cuda")}
+"""Backend name -> the kernel family aicfc-lower-exec selects for (runtime/registry.py's
+KERNEL_FAMILIES: "cupy" and "cuda" both name the GPU backend)."""
 
 
 @dataclass(frozen=True)

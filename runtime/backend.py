@@ -26,6 +26,7 @@ kernel at fault. This module imports no backend: `get_backend` imports
 from __future__ import annotations
 
 import importlib
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from aicfc.dialects import exec as ex
 from aicfc.dialects.diagnostics import location_of
 from aicfc.dialects.params import ParamValue
 from aicfc.runtime.interpreter import InterpreterError, dense_to_numpy, numpy_dtype
+from aicfc.runtime.registry import runtime_name
 
 Array = Any
 """A backend array: numpy.ndarray for "numpy", cupy.ndarray for "cupy"."""
@@ -417,7 +419,10 @@ class Executable(ABC):
 # Finding a backend by name
 # ----------------------------------------------------------------------------
 
-BACKEND_NAMES = ("numpy", "cupy", "auto")
+BACKEND_NAMES = ("numpy", "cupy", "cuda", "auto")
+"""Names `get_backend` takes: "cuda" is the cupy runtime (runtime/registry.py KERNEL_FAMILIES)."""
+
+log = logging.getLogger("aicfc")
 
 
 def _cupy_backend() -> Backend:
@@ -442,20 +447,35 @@ def _cupy_backend() -> Backend:
 
 
 def get_backend(name: str = "auto") -> Backend:
-    """The backend called `name`: "numpy", "cupy", or "auto" (cupy when usable, else numpy).
+    """The backend called `name`: "numpy", "cupy" (or "cuda", its kernels' name), or
+    "auto" (cupy when usable, else numpy; `resolve_backend` also says why).
 
     Raises BackendUnavailable when "cupy" cannot run here (module, CuPy or GPU
     missing; the message says which) and ValueError for an unknown name.
     """
-    if name == "numpy":
+    return resolve_backend(name)[0]
+
+
+def resolve_backend(name: str = "auto") -> tuple[Backend, str]:
+    """`get_backend(name)` and why it is that backend, e.g. "requested" or, for "auto"
+    without a GPU, "auto chose numpy: backend 'cupy' cannot run here: CuPy is not
+    installed (pip install 'aicfc[cuda]')". The reason is also logged at INFO level on
+    the "aicfc" logger."""
+    runtime = runtime_name(name) if name != "auto" else "auto"
+    if runtime == "numpy":
         from aicfc.runtime.numpy_backend import NumpyBackend
 
-        return NumpyBackend()
-    if name == "cupy":
-        return _cupy_backend()
-    if name == "auto":
+        return NumpyBackend(), "requested"
+    if runtime == "cupy":
+        return _cupy_backend(), "requested"
+    if runtime == "auto":
         try:
-            return _cupy_backend()
-        except BackendUnavailable:
-            return get_backend("numpy")
-    raise ValueError(f"unknown backend {name!r}; expected one of {', '.join(BACKEND_NAMES)}")
+            backend, reason = _cupy_backend(), "auto chose cupy: CuPy sees a usable GPU"
+        except BackendUnavailable as e:
+            backend, reason = resolve_backend("numpy")[0], f"auto chose numpy: {e}"
+        log.info("backend %s", reason)
+        return backend, reason
+    raise ValueError(
+        f"unknown backend {name!r}; expected one of {', '.join(BACKEND_NAMES)} "
+        "(cupy and cuda name the same GPU backend)"
+    )

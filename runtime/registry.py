@@ -28,6 +28,28 @@ from dataclasses import dataclass, field
 BACKENDS = ("numpy", "cuda")
 """Backends a kernel can belong to (`KernelSpec.backend`)."""
 
+KERNEL_FAMILIES: dict[str, str] = {"numpy": "numpy", "cupy": "cuda"}
+"""Runtime name (`Backend.name`) -> the kernel family it launches (`KernelSpec.backend`).
+
+The one table of backend names. Wherever a backend is named (`aicfc.compile(backend=)`,
+`aicfc-run --backend`, `aicfc-lower-exec{backend=}`, `aicfc-train-pipeline{backend=}`)
+both names of the GPU backend are accepted: "cupy" (the runtime) and "cuda" (its kernels).
+"""
+
+
+def kernel_family(name: str) -> str | None:
+    """The kernel family that backend `name` ("numpy", "cupy" or "cuda") selects, else None."""
+    if name in BACKENDS:
+        return name
+    return KERNEL_FAMILIES.get(name)
+
+
+def runtime_name(name: str) -> str | None:
+    """The runtime that runs backend `name`'s kernels ("numpy" or "cupy"), else None."""
+    family = kernel_family(name)
+    return next((r for r, f in KERNEL_FAMILIES.items() if f == family), None)
+
+
 LAYOUTS = ("row_major",)
 """Buffer layouts: exec buffers are dense row-major today."""
 

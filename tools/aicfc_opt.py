@@ -3,10 +3,16 @@
     aicfc-opt file.mlir -p aicfc-fuse,aicfc-expand-backward
     aicfc-opt file.mlir -p 'aicfc-fold-inplace{enable=false}' --split-input-file
 
-A user's mistake (syntax, verification, an unknown pass or option, an op a pass
-cannot handle) prints `file:line:col: error: message` on stderr and exits 1,
-never a Python traceback. With --verify-diagnostics the message goes to stdout
-and the exit code is 0 (xDSL's behaviour), so lit tests can FileCheck it.
+Passes: aicfc's own (docs/passes.md) and, of xDSL's generic ones, those in
+`XDSL_PASSES` (canonicalize, cse, dce): the rest of xDSL's ~150 passes target
+other dialects and are not registered, so `--help` lists only what applies.
+The only output target is MLIR text. `--version` prints aicfc's version and xDSL's.
+
+A user's mistake (syntax, verification, an unknown pass or option, an option of
+the wrong type, an op a pass cannot handle) prints `file:line:col: error: message`
+or `aicfc-opt: error: message` on stderr and exits 1, never a Python traceback.
+With --verify-diagnostics the message goes to stdout and the exit code is 0
+(xDSL's behaviour), so lit tests can FileCheck it.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
+from xdsl.transforms import get_all_passes as xdsl_passes
+from xdsl.universe import Universe
 from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import (
     ArgSpecParseError,
@@ -28,13 +36,20 @@ from xdsl.utils.exceptions import (
 )
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+import aicfc
 from aicfc.context import DIALECT_LOADERS
-from aicfc.ir import IRError, LocatingParser, format_parse_error, verify_located
+from aicfc.ir import IRError, LocatingParser, check_arguments, format_parse_error, verify_located
 from aicfc.passes import get_all_passes
+from aicfc.passes.options import PassOptionError, check_options
+
+XDSL_PASSES = ("canonicalize", "cse", "dce")
+"""The xDSL passes aicfc-opt registers (generic rewrites our pipeline and docs use)."""
 
 
 class AicfcOptMain(xDSLOptMain):
     """The opt driver with our dialects, passes and located diagnostics."""
+
+    version_format = f"aicfc-opt {aicfc.__version__} (xDSL {{xdsl_version}})"
 
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
@@ -43,6 +58,15 @@ class AicfcOptMain(xDSLOptMain):
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
+        ours = ", ".join(n for n in self.available_passes if n not in XDSL_PASSES)
+        for action in arg_parser._actions:
+            if "--passes" in action.option_strings:
+                action.help = (
+                    "comma-separated passes, options in braces: -p 'aicfc-fuse,"
+                    "aicfc-fold-inplace{enable=false}'. aicfc's passes: "
+                    f"{ours}. xDSL's: {', '.join(XDSL_PASSES)}. Every pass, its IR level "
+                    "and its options: docs/passes.md"
+                )
         arg_parser.add_argument(
             "--debug-traceback",
             action="store_true",
@@ -50,9 +74,14 @@ class AicfcOptMain(xDSLOptMain):
         )
 
     def register_all_passes(self) -> None:
-        super().register_all_passes()
         for name, factory in get_all_passes().items():
             self.register_pass(name, factory)
+        generic = xdsl_passes()
+        for name in XDSL_PASSES:
+            self.register_pass(name, generic[name])
+
+    def register_all_targets(self) -> None:
+        self.available_targets["mlir"] = Universe.get_multiverse().all_targets["mlir"]
 
     def parse_chunk(
         self, chunk: IO[bytes], file_extension: str, start_offset: int = 0
@@ -68,6 +97,7 @@ class AicfcOptMain(xDSLOptMain):
         except ParseError as e:
             raise IRError(format_parse_error(e, name, start_offset)) from None
         verify_located(module, name)
+        check_arguments(module, name, parser.argument_locations)
         return module
 
     def setup_pipeline(self) -> None:
@@ -81,8 +111,12 @@ class AicfcOptMain(xDSLOptMain):
                 raise UsageError(
                     f"unknown pass '{spec.name}'; available: "
                     + ", ".join(sorted(n for n in self.available_passes if n.startswith("aicfc")))
-                    + " and xDSL's (canonicalize, cse, dce, ...)"
+                    + f" and xDSL's ({', '.join(XDSL_PASSES)}); see docs/passes.md"
                 )
+            try:
+                check_options(spec, self.available_passes[spec.name]())
+            except PassOptionError as e:
+                raise UsageError(f"bad pass options in '{self.args.passes}': {e}") from None
         try:
             super().setup_pipeline()
         except (ValueError, TypeError) as e:
@@ -110,11 +144,17 @@ class UsageError(Exception):
     """A bad command line (unknown pass, bad option)."""
 
 
+DESCRIPTION = (
+    "aicfc-opt: parse, verify and transform aicfc IR (the graph, autodiff and exec "
+    "dialects) with aicfc's passes, and print the result. Docs: README.md, docs/passes.md."
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `aicfc-opt` console script; returns the exit code."""
     try:
-        AicfcOptMain(description="aicfc modular optimizer driver", args=argv).run()
-    except UsageError as e:
+        AicfcOptMain(description=DESCRIPTION, args=argv).run()
+    except (UsageError, PassOptionError) as e:
         print(f"aicfc-opt: error: {e}", file=sys.stderr)
         return 1
     except (IRError, PassFailedException, DiagnosticException) as e:

@@ -2,10 +2,12 @@
 
     aicfc-run examples/digits_train_step.mlir --steps 100 --print-every 10
     aicfc-run step.mlir --function train_step --inputs data.npz --output out.npz
+    aicfc-run step.mlir -i out.npz -o out2.npz --steps 100    # resume from a previous -o
 
 The module may be graph-level (func.func with graph/autodiff ops: the train
-pipeline runs first) or exec IR (exec.program). Every argument is named by its
-`aicfc.name`; values come from `--inputs` (an .npz whose keys are those names)
+pipeline runs first) or exec IR (exec.program). --function picks the function
+(default: the only one, else train_step). Every argument is named by its
+`aicfc.name`; values come from --inputs (an .npz whose keys are those names)
 and anything the file does not provide is generated:
 
 - inputs: float tensors N(0, 1); integer tensors are class labels, uniform in
@@ -20,18 +22,25 @@ and anything the file does not provide is generated:
 All random values come from one Generator seeded by --seed (default 0). Each
 step reuses the same inputs (so a train step fits that batch) and prints the
 loss where the function has a "loss" output. --output writes the last step's
-outputs and the final value of every param and state.
+outputs and the final value of every param and state, so feeding it back with
+--inputs resumes training: its params and state are taken, and keys that are
+outputs of the function rather than arguments (such as "loss") are skipped
+with a note. Labels from --inputs are checked against C up front.
 
-Errors (bad IR, an unknown function, an npz key that is no argument, a shape
-or dtype mismatch) print one line naming the culprit (`file:line:col: error:
-...` for IR) and exit 1; never a traceback.
+Errors (bad IR, an unknown function, an npz key that is no argument, a file
+that is not an .npz, labels out of range, a shape or dtype mismatch, an
+unwritable --output) print one line naming the culprit (`file:line:col:
+error: ...` for IR, `aicfc-run: error: ...` otherwise) and exit 1, before any
+step runs; never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
+import zipfile
 from collections.abc import Sequence
 
 import numpy as np
@@ -48,7 +57,7 @@ from aicfc.dialects.roles import arg_name
 from aicfc.execute import LoadedFunction
 from aicfc.ir import IRError, parse_module
 from aicfc.runtime import registry
-from aicfc.runtime.backend import BufferSpec, CopyStep, ExecError
+from aicfc.runtime.backend import BufferSpec, CopyStep, ExecError, resolve_backend
 
 
 class RunError(Exception):
@@ -89,11 +98,13 @@ def label_classes(module: ModuleOp) -> dict[str, int]:
 
 
 def pick_function(module: ModuleOp, fn: str | None) -> str | None:
-    """`fn`, or "train_step" when a graph module has several functions including it."""
+    """`fn`, or "train_step" when the module (graph or exec IR) has several functions
+    including it; None leaves the choice to `find_program` (the only function)."""
     if fn is not None:
         return fn
-    funcs = [op.sym_name.data for op in module.walk() if isinstance(op, func.FuncOp)]
-    return "train_step" if len(funcs) > 1 and "train_step" in funcs else None
+    names = [op.sym_name.data for op in module.walk() if isinstance(op, func.FuncOp)]
+    names += [op.sym_name.data for op in module.walk() if isinstance(op, ex.ProgramOp)]
+    return "train_step" if len(names) > 1 and "train_step" in names else None
 
 
 def _fan_in(b: BufferSpec, shapes: dict[str, tuple[int, ...]]) -> int:
@@ -113,6 +124,15 @@ def generate(
 ) -> tuple[dict[str, np.ndarray], list[str]]:
     """Values for every external: `given` ones, generated ones for the rest (see module doc)."""
     shapes = {b.name: b.shape for b in loaded.externals}
+    outputs = set(loaded.executable.outputs)
+    skipped = [n for n in given if n not in shapes and n in outputs]
+    if skipped:  # e.g. "loss" of a previous run's --output: not an argument
+        print(
+            f"aicfc-run: note: skipping {', '.join(repr(n) for n in skipped)} from --inputs "
+            f"(an output of @{loaded.executable.name}, not an argument)",
+            file=sys.stderr,
+        )
+        given = {n: v for n, v in given.items() if n not in skipped}
     unknown = [n for n in given if n not in shapes]
     if unknown:
         raise RunError(
@@ -162,11 +182,47 @@ def _summary(loaded: LoadedFunction, made: list[str]) -> str:
 
 
 def load_npz(path: str) -> dict[str, np.ndarray]:
+    """The arrays of an .npz file by key; RunError for a missing file or another format."""
+    where = f"cannot read inputs '{path}'"
     try:
-        with np.load(path) as data:
+        with open(path, "rb") as f:
+            npz = zipfile.is_zipfile(f)
+        if not npz:
+            raise RunError(
+                f"{where}: not an .npz file (write one with numpy.savez(path, x=..., y=...), "
+                "its keys the arguments' aicfc.name)"
+            )
+        with np.load(path, allow_pickle=False) as data:
             return {k: data[k] for k in data.files}
-    except (OSError, ValueError) as e:
-        raise RunError(f"cannot read inputs '{path}': {e}") from None
+    except OSError as e:
+        raise RunError(f"{where}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise RunError(f"{where}: {e}") from None
+
+
+def check_labels(values: dict[str, np.ndarray], classes: dict[str, int]) -> None:
+    """RunError for labels outside [0, C) (the API's check; the kernel would index past C)."""
+    for name, c in classes.items():
+        labels = values.get(name)
+        if labels is None or labels.size == 0 or not np.issubdtype(labels.dtype, np.integer):
+            continue
+        lo, hi = int(labels.min()), int(labels.max())
+        if lo < 0 or hi >= c:
+            raise RunError(
+                f'input "{name}": labels must be in [0, {c}) for {c} classes (the last dim '
+                f"of the logits of the cross-entropy it feeds), got values from {lo} to {hi}"
+            )
+
+
+def check_output_path(path: str) -> None:
+    """RunError when --output cannot be written (checked before any step runs)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise RunError(f"cannot write '{path}': it is a directory")
+    if not os.path.isdir(folder):
+        raise RunError(f"cannot write '{path}': No such file or directory ('{folder}')")
+    if not os.access(folder, os.W_OK):
+        raise RunError(f"cannot write '{path}': directory '{folder}' is not writable")
 
 
 def _describe(name: str, a: np.ndarray) -> str:
@@ -180,14 +236,20 @@ def run(args: argparse.Namespace) -> int:
             text = f.read()
     except OSError as e:
         raise RunError(f"cannot open '{args.file}': {e.strerror}") from None
+    if args.output:
+        check_output_path(args.output)
     module = parse_module(text, args.file)
     classes = label_classes(module)
+    backend, reason = resolve_backend(args.backend)
+    if args.backend == "auto":
+        print(f"aicfc-run: backend {reason}", file=sys.stderr)
     loaded = LoadedFunction.load(
-        module, pick_function(module, args.function), args.backend, inplace=not args.no_inplace
+        module, pick_function(module, args.function), backend, inplace=not args.no_inplace
     )
     given = load_npz(args.inputs) if args.inputs else {}
     rng = np.random.default_rng(args.seed)
     values, made = generate(loaded, given, classes, args.label_classes, rng)
+    check_labels(values, classes)
     feed = loaded.set_values(values)
     if made:
         print(f"aicfc-run: generated {_summary(loaded, made)} (seed {args.seed})", file=sys.stderr)
@@ -213,13 +275,22 @@ def run(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="aicfc-run", description="Run a function of an MLIR module (see module docstring)."
+        prog="aicfc-run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="More: docs/aicfc-run.md. The passes that lower graph IR: docs/passes.md.",
     )
     p.add_argument("file", help="an .mlir module (graph-level or exec IR)")
     p.add_argument(
-        "--function", "-f", help="function to run (default: the only one, or train_step)"
+        "--function",
+        "-f",
+        help="function to run (default: the only one, else train_step; graph or exec IR)",
     )
-    p.add_argument("--inputs", "-i", help=".npz of argument values keyed by aicfc.name")
+    p.add_argument(
+        "--inputs",
+        "-i",
+        help=".npz of argument values keyed by aicfc.name (a previous --output resumes)",
+    )
     p.add_argument("--output", "-o", help=".npz to write outputs and final params/state to")
     p.add_argument("--steps", type=int, default=1, help="how many times to run (default 1)")
     p.add_argument("--print-every", type=int, default=1, help="print the loss every k steps")
@@ -230,7 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=10,
         help="classes of generated integer labels when the IR does not say (default 10)",
     )
-    p.add_argument("--backend", default="numpy", help="numpy (default), cupy or auto")
+    p.add_argument(
+        "--backend",
+        default="numpy",
+        help="numpy (default), cupy (also called cuda) or auto (cupy where usable; "
+        "says why on stderr)",
+    )
     p.add_argument("--no-inplace", action="store_true", help="disable aicfc-fold-inplace")
     return p
 

@@ -10,15 +10,15 @@
 // RUN: not aicfc-opt %s --no-such-flag 2>&1 | filecheck %s --check-prefix=FLAG
 
 // PASS-NOT: Traceback
-// PASS: aicfc-opt: error: unknown pass 'no-such-pass'; available: {{.*}}aicfc-fuse{{.*}} and xDSL's (canonicalize, cse, dce, ...)
+// PASS: aicfc-opt: error: unknown pass 'no-such-pass'; available: {{.*}}aicfc-fuse{{.*}} and xDSL's (canonicalize, cse, dce); see docs/passes.md
 // PASS-NOT: Traceback
 
 // OPTION-NOT: Traceback
-// OPTION: aicfc-opt: error: bad pass options in 'canonicalize{bogus=true}': Provided arguments ["bogus"] not found in expected arguments []
+// OPTION: aicfc-opt: error: bad pass options in 'canonicalize{bogus=true}': canonicalize has no option 'bogus' (it takes no options)
 // OPTION-NOT: Traceback
 
 // VALUE-NOT: Traceback
-// VALUE: aicfc-opt: error: bad pass options in 'aicfc-fold-inplace{enable=3}': Incompatible types: given (3,), expected <class 'bool'>
+// VALUE: aicfc-opt: error: bad pass options in 'aicfc-fold-inplace{enable=3}': option 'enable' of aicfc-fold-inplace expects a boolean (true or false), got 3
 // VALUE-NOT: Traceback
 
 // PIPELINE-NOT: Traceback

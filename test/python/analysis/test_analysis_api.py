@@ -34,7 +34,13 @@ def test_analyze_needs_a_shape():
 def test_program_report_static_and_measured_with_trained_params():
     model = seed_network()
     prog = aicfc.compile(model, optimizer=optim.Adam(lr=1e-2), backend="numpy")
-    assert str(prog.report()) == str(aicfc.analyze(model, input_shape=(1, 10)))
+    # The report is of @predict as compiled: the pipeline already fused each layer.
+    static = prog.report().function("predict")
+    assert [n.title for n in static.nodes] == [
+        "Linear(in_features=10, out_features=20, bias=True) + ReLU (fused)",
+        "Linear(in_features=20, out_features=5, bias=True)",
+    ]
+    assert static.total_params == 325
     rng = np.random.default_rng(0)
     x = rng.standard_normal((64, 10)).astype(np.float32)
     y = rng.integers(0, 5, 64)
@@ -53,3 +59,44 @@ def test_program_report_rejects_a_bad_batch():
     prog = aicfc.compile(seed_network(), optimizer=optim.Adam(lr=1e-3), backend="numpy")
     with pytest.raises(aicfc.InputError, match='input "x"'):
         prog.report(np.zeros((4, 10), dtype=np.float64))
+
+
+def test_program_report_does_not_suggest_what_the_pipeline_does():
+    """Regression: prog.report() suggested "fuse ... (aicfc-fuse)" although compile fuses."""
+    prog = aicfc.compile(seed_network(), optimizer=optim.Adam(lr=1e-3), backend="numpy")
+    unfused = aicfc.analyze(seed_network(), input_shape=(1, 10))
+    assert any(c.action.startswith("fuse") for c in unfused.function("predict").candidates)
+    assert not any(
+        c.action.startswith("fuse") for c in prog.report().function("predict").candidates
+    )
+
+
+def test_analyze_of_a_program_measures_the_trained_weights():
+    """aicfc.analyze(model) keeps measuring the model's initial weights; the Program's own."""
+    model = seed_network()
+    prog = aicfc.compile(model, optimizer=optim.Adam(lr=5e-2), backend="numpy")
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((64, 10)).astype(np.float32)
+    y = rng.integers(0, 5, 64)
+    for _ in range(20):
+        prog.step(x, y)
+    trained = aicfc.analyze(prog, x=x).measurements[0]
+    initial = aicfc.analyze(model, x=x).measurements[0]
+    s_trained = np.linalg.svd(prog.parameters()["2.weight"], compute_uv=False)
+    s_initial = np.linalg.svd(model[2].weight.data, compute_uv=False)
+    assert trained.ranks[1].singular_values == pytest.approx(tuple(s_trained), rel=1e-5)
+    assert initial.ranks[1].singular_values == pytest.approx(tuple(s_initial), rel=1e-5)
+    assert str(aicfc.analyze(prog, input_shape=(3, 10))) == str(prog.report(batch_size=3))
+
+
+def test_analyze_raises_its_documented_errors():
+    model = seed_network()
+    with pytest.raises(nn.ShapeError, match=r"takes \[N, 10\] inputs, got \[8, 21\]"):
+        aicfc.analyze(model, input_shape=(8, 21))
+    with pytest.raises(aicfc.InputError, match="expected dtype float32, got float64"):
+        aicfc.analyze(model, x=np.zeros((4, 10)))
+    with pytest.raises(aicfc.InputError, match="got a list, which NumPy converts to float64"):
+        aicfc.analyze(model, x=[[0.5] * 10])
+    prog = aicfc.compile(model, backend="numpy")
+    with pytest.raises(nn.ShapeError, match=r"got \[2, 11\]"):
+        aicfc.analyze(prog, input_shape=(2, 11))

@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 from xdsl.dialects.builtin import ModuleOp
 
+import aicfc
 from aicfc import nn
 from aicfc.analysis import analyze, measure
 from aicfc.builder import build_predict
 from aicfc.context import make_context
 from aicfc.measured import Thresholds, effective_rank, energy_rank
 from aicfc.passes import get_all_passes
-from aicfc.runtime.interpreter import InterpreterError
 
 RNG = np.random.default_rng(1234)
 
@@ -159,5 +159,6 @@ def test_text_states_definitions_and_thresholds():
 
 
 def test_wrong_dtype_names_the_argument():
-    with pytest.raises(InterpreterError, match="argument #0: expected float32"):
+    """The same InputError as Program.predict (was the interpreter's "argument #0")."""
+    with pytest.raises(aicfc.InputError, match='input "x": expected dtype float32, got float64'):
         analyze(mlp(), x=batch().astype(np.float64))

@@ -269,7 +269,7 @@ def test_load_refuses_a_kernel_of_another_backend(monkeypatch):
 def test_get_backend_numpy_and_unknown_name():
     assert isinstance(get_backend("numpy"), NumpyBackend)
     with pytest.raises(
-        ValueError, match="unknown backend 'tpu'; expected one of numpy, cupy, auto"
+        ValueError, match="unknown backend 'tpu'; expected one of numpy, cupy, cuda, auto"
     ):
         get_backend("tpu")
 

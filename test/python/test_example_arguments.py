@@ -1,0 +1,44 @@
+"""examples/train_digits.py refuses bad numbers with argparse's one-line usage error.
+
+Regression: `--batch-size 0` ended in `ValueError: range() arg 3 must not be zero`.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@functools.cache
+def example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("train_digits", ROOT / "examples/train_digits.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--batch-size", "0"], "argument --batch-size: must be > 0, got 0"),
+        (["--epochs", "-3"], "argument --epochs: must be > 0, got -3"),
+        (["--epochs", "1.5"], "argument --epochs: expected an integer, got '1.5'"),
+        (["--lr=-1e-3"], "argument --lr: must be > 0, got -1e-3"),
+        (["--lr", "inf"], "argument --lr: must be > 0, got inf"),
+        (["--lr", "fast"], "argument --lr: expected a number, got 'fast'"),
+    ],
+)
+def test_bad_numbers_are_usage_errors(capsys, args, message):
+    pytest.importorskip("sklearn", reason="the example needs the [examples] extra")
+    with pytest.raises(SystemExit) as info:
+        example().main(args)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.endswith(f": error: {message}\n") and "Traceback" not in err
