@@ -97,10 +97,17 @@ class LocatingParser(Parser):
         return op
 
 
+PARSE_MESSAGES = {
+    "in block definition": "expected '}' to close the region (or a block label such as ^bb0:)",
+}
+"""xDSL parse messages that read badly on their own -> what to print instead."""
+
+
 def format_parse_error(e: ParseError, name: str, line_offset: int = 0) -> str:
     loc = e.span.get_location()
     line, col = loc.line, loc.col
-    return f"{name}:{line + line_offset}:{col}: error: {e.msg}"
+    msg = PARSE_MESSAGES.get(e.msg.strip(), e.msg)
+    return f"{name}:{line + line_offset}:{col}: error: {msg}"
 
 
 def verify_located(module: Operation, name: str = "") -> None:

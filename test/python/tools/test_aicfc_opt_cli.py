@@ -227,3 +227,14 @@ def test_analyze_after_expansion_counts_the_whole_function(capsys, step):
     whole = next(line for line in out.splitlines() if "Whole function" in line)
     assert f"FLOPs {graph_flops + training_flops}," in whole
     assert "including 1 gradient node" in totals["Total FLOPs"]
+
+
+def test_missing_closing_brace_says_so(capsys, tmp_path):
+    """Regression: xDSL's message was 'error:  in block definition' (empty and cryptic)."""
+    path = tmp_path / "open.mlir"
+    path.write_text("func.func @f(%x: tensor<4xf32>) {\n  %y = graph.relu %x : tensor<4xf32>\n")
+    code, _, err = run(capsys, str(path))
+    assert code == 1
+    assert err == (
+        f"{path}:3:1: error: expected '}}' to close the region (or a block label such as ^bb0:)\n"
+    )
