@@ -16,18 +16,26 @@ Rules this module enforces (seed 000 §8-9, and what CuPy 14 does during capture
   (`ndarray.set()` is refused during capture); each replay re-reads those
   buffers, so `run()` only writes the user's arrays into them. Outputs leave
   the same way, into pinned host buffers that `run()` copies into new arrays.
+- Parallel branches (`issue_schedule`): the launches may be issued on a few
+  forked streams with event record/wait, following a runtime/schedule.py
+  Schedule. Stream capture turns those cross-stream waits into graph edges,
+  so the graph has exactly the schedule's dependencies. Every forked stream
+  first waits for a fork event recorded on the capturing stream (that is how
+  it joins the capture), and the capturing stream waits for each forked
+  stream's last launch before capture ends (an unjoined stream fails it).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from aicfc.runtime.cuda_abi import CudaKernelError
+from aicfc.runtime.schedule import Schedule
 
 
 class PinnedBuffer:
@@ -108,3 +116,35 @@ def capture(body: Callable[[Any], None], stream: Any, what: str) -> CapturedGrap
             "exist before capture"
         )
     return CapturedGraph(graph, pool)
+
+
+def issue_schedule(
+    plan: Schedule,
+    nodes: Sequence[Callable[[Any], None]],
+    origin: Any,
+    branches: Sequence[Any],
+    events: Sequence[Any],
+    fork: Any,
+) -> None:
+    """Enqueue `nodes` (each takes the stream to issue on) as `plan` says.
+
+    origin:   the capturing stream (stream 0 of the schedule); work enqueued on it
+              before this call comes first, work after it comes last.
+    branches: the forked streams (stream k of the schedule is branches[k - 1]).
+    events:   one event per node (used where `plan` records one); fork: one more.
+    Streams need `wait_event(event)`, events `record(stream)` (CuPy's API).
+    """
+    if plan.branched:
+        fork.record(origin)
+    streams = [origin, *branches]
+    for item in plan.issues:
+        stream = streams[item.stream]
+        if item.fork:
+            stream.wait_event(fork)
+        for d in item.waits:
+            stream.wait_event(events[d])
+        nodes[item.node](stream)
+        if item.record:
+            events[item.node].record(stream)
+    for t in plan.joins:
+        origin.wait_event(events[t])

@@ -1,8 +1,8 @@
 """cuBLASLt GEMMs with fused bias/ReLU epilogues, through nvmath-python's low-level bindings.
 
 Everything that is not the matmul itself happens once, when a program loads:
-the handle, the descriptors, the heuristic's algorithm choice and one explicit
-workspace (cuBLASLt's heuristics are known to fail during stream capture, and
+the handle, the descriptors, the heuristic's algorithm choice and explicit
+workspaces (cuBLASLt's heuristics are known to fail during stream capture, and
 CuPy refuses its own cuBLAS wrappers while a stream captures). The launch is
 then one `cublasLtMatmul` on the given stream, which a CUDA graph captures and
 replays exactly (nvmath's high-level `Matmul.execute()` allocates its result on
@@ -31,7 +31,12 @@ from aicfc.runtime.cuda_abi import CallbackLaunch, CudaKernelError, Launch
 from aicfc.runtime.registry import KernelSpec
 
 WORKSPACE_BYTES = 32 << 20
-"""One workspace per backend; every cuBLASLt launch of its stream shares it."""
+"""Bytes of each cuBLASLt workspace (the size cuBLAS recommends for Hopper)."""
+
+WORKSPACES = 2
+"""Workspaces per backend, handed to successive planned launches in turn, so that two
+cuBLASLt launches next to each other in a step (a layer's dX and dW) can run on parallel
+graph branches; launches that share one are ordered (`Launch.scratch`)."""
 
 CUDA_R_32F = 0
 """cudaDataType_t of float32 (library_types.h)."""
@@ -55,7 +60,7 @@ def _alignment(ptr: int) -> int:
 
 
 class CublasLt:
-    """A cuBLASLt handle and workspace owned by one CuPy backend (one device, one stream)."""
+    """A cuBLASLt handle and its workspaces, owned by one CuPy backend (one device)."""
 
     def __init__(self) -> None:
         import cupy
@@ -65,7 +70,8 @@ class CublasLt:
         self.lt = lt
         self.cublas = cublas
         self.handle = lt.create()
-        self.workspace = cupy.zeros(WORKSPACE_BYTES, dtype=np.uint8)
+        self.workspaces = [cupy.zeros(WORKSPACE_BYTES, dtype=np.uint8) for _ in range(WORKSPACES)]
+        self._planned = 0
         self._keep: list[Any] = []
 
     def _set(self, setter: Any, dtype_of: Any, obj: int, attr: Any, value: int) -> None:
@@ -146,7 +152,9 @@ class CublasLt:
             raise CudaKernelError(f'kernel "{name}" ({shapes}): cuBLASLt found no algorithm')
         alpha = np.ones(1, dtype=np.float32)
         beta = np.zeros(1, dtype=np.float32)
-        handle, ws = self.handle, self.workspace
+        turn = self._planned % WORKSPACES
+        self._planned += 1
+        handle, ws = self.handle, self.workspaces[turn]
         args = (
             desc,
             alpha.ctypes.data,
@@ -169,7 +177,13 @@ class CublasLt:
 
         keep = [alpha, beta, heuristic, a, b, bias, d, desc, lt_a, lt_b, lt_d, pref]
         self._keep.append(keep)
-        return CallbackLaunch(name=name, shapes=shapes, issue=issue, keepalive=keep)
+        return CallbackLaunch(
+            name=name,
+            shapes=shapes,
+            issue=issue,
+            keepalive=keep,
+            scratch=(f"cublaslt-workspace:{turn}",),
+        )
 
     def launches(
         self,

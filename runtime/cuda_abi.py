@@ -218,10 +218,17 @@ def describe(arrays: Sequence[Any]) -> str:
 
 
 class Launch:
-    """One step of a loaded program: call with a cupy Stream to enqueue it."""
+    """One step of a loaded program: call with a cupy Stream to enqueue it.
+
+    scratch: names of scratch memory this launch writes that other launches share
+    (beyond its buffers and any workspace of its own), such as a cuBLASLt
+    workspace; launches naming the same scratch never run concurrently
+    (runtime/schedule.py treats each name as a region they all write).
+    """
 
     name: str
     shapes: str
+    scratch: tuple[str, ...] = ()
 
     def __call__(self, stream: Any) -> None:
         raise NotImplementedError
@@ -260,6 +267,7 @@ class CallbackLaunch(Launch):
     shapes: str
     issue: Callable[[Any], None]
     keepalive: list[Any] = field(default_factory=list)
+    scratch: tuple[str, ...] = ()
 
     def __call__(self, stream: Any) -> None:
         try:

@@ -31,6 +31,19 @@ Seed 000 is the specification; runtime/backend.py is the interface.
   the inference mode with the same mechanism. `graph=False` is the eager mode:
   one launch at a time, for debugging; `sync_each_launch=True` additionally
   waits after each launch so that a CUDA error names the kernel that raised it.
+- The captured graph has the step's real dependencies, not a chain: at load,
+  runtime/schedule.py finds for each launch the earlier launches it conflicts
+  with (read-after-write, write-after-read, write-after-write on buffers;
+  in-place outputs are their input's buffer, planned tmp buffers conflict
+  where their arena bytes overlap, cuBLASLt launches that share a workspace
+  conflict), and the capture issues the launches on up to `graph_streams`
+  streams forked from the capturing stream, with an event wherever a launch
+  waits for one on another stream. Launches that conflict keep their program
+  order, so the graph computes exactly what the sequential step computes
+  (the kernels are deterministic: bit-identical results). The eager mode and
+  the warm-up step stay sequential on one stream (program order), so they
+  are the reference the branched graph is checked against; `graph_streams=1`
+  captures the old chain.
 - Outputs a user holds are never overwritten by a later step: `run()` copies
   them to new NumPy arrays (the graph ends with device-to-host copies into
   pinned buffers, then the run waits); `run_async()` returns new CuPy arrays
@@ -69,9 +82,19 @@ from aicfc.runtime.capture import (
     copy_on_device,
     copy_to_device,
     copy_to_host,
+    issue_schedule,
 )
 from aicfc.runtime.cuda_abi import CallbackLaunch, CudaKernelError, Launch, describe
 from aicfc.runtime.cuda_launch import group_steps, launch_adam_group, launches_for
+from aicfc.runtime.schedule import (
+    Access,
+    Schedule,
+    buffer_regions,
+    dependencies,
+    direct,
+    node_access,
+    schedule,
+)
 from aicfc.runtime.selector import Problem, refusal
 
 GEMM_OPS = frozenset({"graph.gemm_epilogue", "graph.matmul"})
@@ -114,6 +137,8 @@ class CupyBackend(Backend):
                       (`default_autotune_cache()`), "" disables it. A missing file
                       changes nothing.
     sync_each_launch: in eager mode, wait after every launch (errors name the kernel).
+    graph_streams:    streams a captured graph's launches may be spread over
+                      (runtime/schedule.py); 1 captures one chain in program order.
     device:           the CUDA device ordinal.
     Raises BackendUnavailable (through get_backend) when CuPy or a GPU is missing.
     """
@@ -127,11 +152,16 @@ class CupyBackend(Backend):
         tf32: bool = False,
         autotune_cache: str | None = None,
         sync_each_launch: bool = False,
+        graph_streams: int = 4,
         device: int = 0,
     ):
         import cupy
 
+        if int(graph_streams) < 1:
+            raise ValueError(f"graph_streams must be at least 1, got {graph_streams}")
         self.graph = graph
+        self.graph_streams = int(graph_streams)
+        self._branches: list[Any] = []
         self.tf32 = tf32
         self.sync_each_launch = sync_each_launch
         self.device = cupy.cuda.Device(device)
@@ -184,6 +214,15 @@ class CupyBackend(Backend):
 
     def synchronize(self) -> None:
         self.stream.synchronize()
+
+    def branch_streams(self, count: int) -> list[Any]:
+        """`count` streams to fork from `self.stream` during a capture (made once, reused:
+        a capture only records on them)."""
+        import cupy
+
+        while len(self._branches) < count:
+            self._branches.append(cupy.cuda.Stream(non_blocking=True))
+        return self._branches[:count]
 
     # --- capability and kernels --------------------------------------------------
 
@@ -264,9 +303,15 @@ GraphKey = tuple[tuple[str, ...], bool]
 class CupyExecutable(Executable):
     """A program loaded on the GPU: `arrays[slot]` is each buffer's fixed device array.
 
-    kernels: the registry name of every bound launch, in order (after grouping).
-    replays: how many times a captured graph has been launched.
-    graphs:  the captured graphs by GraphKey (one per input/output mode used).
+    kernels:  the registry name of every bound launch, in order (after grouping).
+    nodes:    the bound launches by schedule node: one exec step, or one group of
+              steps run as one launch (multi-tensor Adam); a node's launches run in
+              order on one stream.
+    accesses: what each node reads and writes (runtime/schedule.py regions).
+    depends:  for each node, the earlier nodes it conflicts with (all of them).
+    schedule: how a capture spreads the nodes over the backend's graph_streams.
+    replays:  how many times a captured graph has been launched.
+    graphs:   the captured graphs by GraphKey (one per input/output mode used).
     """
 
     def __init__(self, backend: CupyBackend, plan: ExecPlan, store: BufferStore):
@@ -287,8 +332,14 @@ class CupyExecutable(Executable):
             n: PinnedBuffer(plan.buffers[slot].shape, plan.buffers[slot].dtype)
             for n, slot in plan.outputs
         }
-        self.launches: list[Launch] = self._bind()
+        self.nodes: list[list[Launch]] = []
+        self.accesses: list[Access] = []
+        self._bind()
+        self.launches: list[Launch] = [la for node in self.nodes for la in node]
         self.kernels: tuple[str, ...] = tuple(launch.name for launch in self.launches)
+        self.depends = dependencies(self.accesses)
+        self.schedule: Schedule = schedule(direct(self.depends), backend.graph_streams)
+        self._events: list[Any] = []
         self.graphs: dict[GraphKey, CapturedGraph] = {}
         self._warm = False
         self._last: GraphKey = (tuple(self.inputs), True)
@@ -363,34 +414,38 @@ class CupyExecutable(Executable):
             raise CudaKernelError(f"{where}: {e}") from None
         return spec
 
-    def _bind(self) -> list[Launch]:
+    def _bind(self) -> None:
+        """Bind every step group to its launches (`nodes`) and record what each reads and
+        writes (`accesses`: its steps' buffers, plus the shared scratch its launches name)."""
         steps = self.plan.steps
+        regions = buffer_regions(self.plan)
         specs = [None if isinstance(s, CopyStep) else self._spec(s) for s in steps]
         params: list[Mapping[str, object]] = [
             {} if isinstance(s, CopyStep) else s.params for s in steps
         ]
-        launches: list[Launch] = []
         for group in group_steps(specs, params):
             first = steps[group.indices[0]]
             try:
                 if isinstance(first, CopyStep):
-                    launches.append(self._copy(first))
-                    continue
-                spec = specs[group.indices[0]]
-                assert spec is not None
-                buffers = [
-                    ([self.arrays[i] for i in s.inputs], [self.arrays[o] for o in s.outputs])
-                    for s in (steps[i] for i in group.indices)
-                    if isinstance(s, LaunchStep)
-                ]
-                if len(buffers) > 1:
-                    launches.extend(launch_adam_group(spec, buffers, first.params, self))
+                    node = [self._copy(first)]
                 else:
-                    ins, outs = buffers[0]
-                    launches.extend(launches_for(spec, ins, outs, first.params, self))
+                    spec = specs[group.indices[0]]
+                    assert spec is not None
+                    buffers = [
+                        ([self.arrays[i] for i in s.inputs], [self.arrays[o] for o in s.outputs])
+                        for s in (steps[i] for i in group.indices)
+                        if isinstance(s, LaunchStep)
+                    ]
+                    if len(buffers) > 1:
+                        node = launch_adam_group(spec, buffers, first.params, self)
+                    else:
+                        ins, outs = buffers[0]
+                        node = launches_for(spec, ins, outs, first.params, self)
             except CudaKernelError as e:
                 raise CudaKernelError(f"{_where(self.plan, first)}: {e}") from None
-        return launches
+            self.nodes.append(node)
+            scratch = [name for la in node for name in la.scratch]
+            self.accesses.append(node_access(self.plan, group.indices, regions, scratch))
 
     def _copy(self, step: CopyStep) -> Launch:
         src, dst = self.arrays[step.source], self.arrays[step.dest]
@@ -407,17 +462,39 @@ class CupyExecutable(Executable):
     # --- running -------------------------------------------------------------
 
     def _issue(
-        self, stream: Any, host_inputs: tuple[str, ...], host_outputs: bool, sync_each: bool
+        self,
+        stream: Any,
+        host_inputs: tuple[str, ...],
+        host_outputs: bool,
+        sync_each: bool,
+        branched: bool = False,
     ) -> None:
+        """Enqueue one step on `stream`: the host input copies, the launches (in program
+        order, or `branched` over forked streams as `self.schedule` says, for a capture),
+        then the output copies."""
         for name in host_inputs:
             copy_to_device(self.arrays[self.inputs[name].slot], self._pinned_in[name], stream)
-        for launch in self.launches:
-            launch(stream)
-            if sync_each:
-                self._wait(launch)
+        if branched:
+            nodes = [self._node_issuer(node) for node in self.nodes]
+            branches = self.backend.branch_streams(self.schedule.streams - 1)
+            fork, events = self._events[0], self._events[1:]
+            issue_schedule(self.schedule, nodes, stream, branches, events, fork)
+        else:
+            for launch in self.launches:
+                launch(stream)
+                if sync_each:
+                    self._wait(launch)
         if host_outputs:
             for name, slot in self.plan.outputs:
                 copy_to_host(self._pinned_out[name], self.arrays[slot], stream)
+
+    @staticmethod
+    def _node_issuer(node: list[Launch]) -> Any:
+        def issue(stream: Any) -> None:
+            for launch in node:
+                launch(stream)
+
+        return issue
 
     def _wait(self, launch: Launch | None = None) -> None:
         try:
@@ -449,11 +526,19 @@ class CupyExecutable(Executable):
             self.replays += 1
 
     def _capture(self, key: GraphKey) -> CapturedGraph:
+        import cupy
+
         host_inputs, host_outputs = key
+        branched = self.schedule.branched
+        if branched:
+            # Streams and events exist before capture begins (nothing is created inside).
+            self.backend.branch_streams(self.schedule.streams - 1)
+            while len(self._events) < len(self.nodes) + 1:  # [fork, one per node]
+                self._events.append(cupy.cuda.Event(disable_timing=True))
         return capture(
-            lambda stream: self._issue(stream, host_inputs, host_outputs, False),
+            lambda stream: self._issue(stream, host_inputs, host_outputs, False, branched),
             self.backend.stream,
-            f"@{self.plan.name}",
+            f"@{self.plan.name}" + (f" ({self.schedule.streams} streams)" if branched else ""),
         )
 
     @property

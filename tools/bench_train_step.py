@@ -12,7 +12,10 @@ matrix products, fp32 everywhere else).
 
 Frameworks, one process, one GPU, the same data:
     aicfc-graph     aicfc.Program on CupyBackend: the whole step is one CUDA graph
-                    (kernels by the selector's rules; no autotune cache)
+                    (kernels by the selector's rules; no autotune cache) whose
+                    independent launches are parallel branches (runtime/schedule.py)
+    aicfc-chain     the same graph captured from one stream: a chain in program
+                    order (CupyBackend(graph_streams=1), the graph of session 2)
     aicfc-tuned     the same after runtime/autotune.py timed every GEMM candidate of
                     the step and the program was compiled with that cache
     aicfc-eager     the same program launched kernel by kernel (CupyBackend(graph=False))
@@ -63,6 +66,7 @@ CONFIGS = {
 }
 FRAMEWORKS = (
     "aicfc-graph",
+    "aicfc-chain",
     "aicfc-tuned",
     "aicfc-eager",
     "torch-eager",
@@ -163,7 +167,7 @@ def torch_timer(enqueue: Callable[[], None], steps: int) -> list[float]:
 
 
 def aicfc_program(
-    widths: tuple[int, ...], tf32: bool, graph: bool, autotune_cache: str = ""
+    widths: tuple[int, ...], tf32: bool, graph: bool, autotune_cache: str = "", streams: int = 4
 ) -> Any:
     from aicfc import nn, optim
     from aicfc.program import Program
@@ -176,21 +180,28 @@ def aicfc_program(
         layers.append(lin)
         if i < len(widths) - 2:
             layers.append(nn.ReLU())
-    backend = CupyBackend(graph=graph, tf32=tf32, autotune_cache=autotune_cache)
+    backend = CupyBackend(
+        graph=graph, tf32=tf32, autotune_cache=autotune_cache, graph_streams=streams
+    )
     return Program(nn.Sequential(*layers), "cross_entropy", optim.Adam(lr=LR), backend)
 
 
-def bench_aicfc(config: str, tf32: bool, graph: bool, autotune_cache: str = "") -> dict[str, Any]:
+def bench_aicfc(
+    config: str, tf32: bool, graph: bool, autotune_cache: str = "", streams: int = 4
+) -> dict[str, Any]:
     import cupy
+
+    from aicfc.runtime.schedule import longest_chain
 
     batch, widths = CONFIGS[config]
     x, y = make_data(batch, widths)
     xd, yd = cupy.asarray(x), cupy.asarray(y)
-    prog = aicfc_program(widths, tf32, graph, autotune_cache)
+    prog = aicfc_program(widths, tf32, graph, autotune_cache, streams)
     # compile, warm up (eager), capture the device-input graph
     losses = [float(prog.step(xd, yd, sync=False)) for _ in range(3)]
     exe = prog.executable()
     stream = prog.backend.stream
+    branched = graph and exe.schedule.branched
     steps = steps_for(config)
     samples = cupy_timer(lambda: exe.replay(1), stream, steps)
     loop = cupy_timer(lambda: prog.step(xd, yd, sync=False), stream, steps)
@@ -209,6 +220,11 @@ def bench_aicfc(config: str, tf32: bool, graph: bool, autotune_cache: str = "") 
         "kernels": list(exe.kernels),
         "launches": len(exe.kernels),
         "first_losses": losses,
+        "graph": {  # the captured graph (eager: the launches, in sequence)
+            "nodes": len(exe.nodes),
+            "longest_chain": longest_chain(exe.depends) if branched else len(exe.nodes),
+            "streams": exe.schedule.streams if branched else 1,
+        },
     }
 
 
@@ -241,18 +257,27 @@ def bench_aicfc_tuned(config: str, tf32: bool) -> dict[str, Any]:
     return row
 
 
-def profile_aicfc(config: str, tf32: bool, rounds: int = 20) -> list[tuple[str, float]]:
-    """Median device microseconds of each node of the aicfc step, in order.
+def profile_aicfc(
+    config: str, tf32: bool, rounds: int = 20
+) -> tuple[list[tuple[str, float]], dict[str, float]]:
+    """Median device microseconds of each node of the aicfc step, in order, and the
+    step's dependency structure timed with them.
 
     The step as `step(x_dev, y_dev, sync=False)` runs it: the device-to-device
     input copies, every launch, the loss copied to a new device scalar. The nodes
     are issued eagerly behind a 4096^3 product that keeps the GPU busy while
     Python enqueues them, so they run back to back as in a graph and the events
     between them measure each node (plus its share of launch latency).
+
+    The second result times the step's dependency structure with those figures:
+    "launches" (their sum: the chain), "longest path" (the most that one path of
+    dependent graph nodes adds up to: what the branched graph waits for at least),
+    "nodes" and "longest chain" (counts of graph nodes).
     """
     import cupy
 
     from aicfc.runtime.capture import copy_on_device
+    from aicfc.runtime.schedule import longest_chain
 
     batch, widths = CONFIGS[config]
     x, y = make_data(batch, widths)
@@ -281,7 +306,21 @@ def profile_aicfc(config: str, tf32: bool, rounds: int = 20) -> list[tuple[str, 
         events[-1].synchronize()
         for k in range(len(names)):
             samples[k].append(cupy.cuda.get_elapsed_time(events[k], events[k + 1]) * 1e3)
-    return [(n, statistics.median(t)) for n, t in zip(names, samples, strict=True)]
+    per_launch = [statistics.median(t) for t in samples]
+    node_us, k = [], 1
+    for node in exe.nodes:
+        node_us.append(sum(per_launch[k : k + len(node)]))
+        k += len(node)
+    finish: list[float] = []
+    for us, deps in zip(node_us, exe.depends, strict=True):
+        finish.append(us + max((finish[i] for i in deps), default=0.0))
+    structure = {
+        "launches": sum(node_us),
+        "longest path": max(finish, default=0.0),
+        "nodes": float(len(exe.nodes)),
+        "longest chain": float(longest_chain(exe.depends)),
+    }
+    return [(n, t) for n, t in zip(names, per_launch, strict=True)], structure
 
 
 # ----------------------------------------------------------------------------
@@ -424,6 +463,7 @@ def bench_jax(config: str, tf32: bool) -> dict[str, Any]:
 
 RUNNERS: dict[str, Callable[[str, bool], dict[str, Any]]] = {
     "aicfc-graph": lambda c, t: bench_aicfc(c, t, graph=True),
+    "aicfc-chain": lambda c, t: bench_aicfc(c, t, graph=True, streams=1),
     "aicfc-tuned": bench_aicfc_tuned,
     "aicfc-eager": lambda c, t: bench_aicfc(c, t, graph=False),
     "torch-eager": lambda c, t: bench_torch(c, t, "eager"),
@@ -472,11 +512,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         for config in args.configs.split(","):
             for precision in args.precisions.split(","):
-                nodes = profile_aicfc(config, precision == "tf32")
+                nodes, structure = profile_aicfc(config, precision == "tf32")
                 print(f"aicfc {config} {precision}: per-node device time (median of 20), us")
                 for name, us in nodes:
                     print(f"  {us:9.1f}  {name}")
                 print(f"  {sum(us for _, us in nodes):9.1f}  total")
+                print(
+                    f"  graph: {structure['nodes']:.0f} nodes, "
+                    f"{structure['longest chain']:.0f} on the longest chain; launches "
+                    f"{structure['launches']:.1f} us in sequence, "
+                    f"{structure['longest path']:.1f} us on the longest path"
+                )
         return 0
     results: list[dict[str, Any]] = []
     for config in args.configs.split(","):
@@ -505,6 +551,12 @@ def main(argv: list[str] | None = None) -> int:
                 release_memory()
                 results.append(row)
                 status = row.get("error") or f"{row['seconds'] * 1e6:.1f} us"
+                if "graph" in row and "error" not in row:
+                    g = row["graph"]
+                    status += (
+                        f" ({g['nodes']} nodes, {g['longest_chain']} on the longest chain, "
+                        f"{g['streams']} streams)"
+                    )
                 print(f"[{config} {precision} {fw}] {status}", flush=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -7,7 +7,7 @@
 # compile test), gemm (tools/bench_gemm.py), small (bench_gemm.py --small: the small
 # train step's products, graph-timed), profile (bench_train_step.py --profile),
 # train (tools/bench_train_step.py; `train:--configs=small` passes arguments,
-# comma-free ones separated by '+').
+# separated by '+'; `train.NAME:...` is another train run, logged as train.NAME.*).
 # Needs the wheels of ../shared/tools/device-wheels.sh in .whl (xdsl, nvmath-python).
 # TESTS_TIMEOUT / TRAIN_TIMEOUT (seconds) bound those two stages.
 set -uo pipefail
@@ -47,9 +47,9 @@ for stage in "$@"; do
     profile)
         timeout 120 python3 tools/bench_train_step.py --profile $args 2>&1 | tee "$OUT/profile.log"
         ;;
-    train)
-        timeout "${TRAIN_TIMEOUT:-560}" python3 tools/bench_train_step.py --json "$OUT/train.json" $args 2>&1 \
-            | tee "$OUT/train.log" | grep -v "^\[" | tail -80
+    train | train.*)
+        timeout "${TRAIN_TIMEOUT:-560}" python3 tools/bench_train_step.py --json "$OUT/$name.json" $args 2>&1 \
+            | tee "$OUT/$name.log" | grep -v "^\[" | tail -80
         ;;
     *) echo "unknown stage $stage" ;;
     esac
