@@ -1,4 +1,4 @@
-"""The static operator report (aicfc/analysis.py, the aicfc-analyze pass).
+"""The static operator report (passes/operator_report.py, the aicfc-analyze pass).
 
 Expected counts are computed here from the layer sizes with the conventions
 of dialects/base.py (a multiply-add is 2 FLOPs; bytes = every operand read
@@ -17,7 +17,7 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 
 from aicfc import nn, optim
-from aicfc.analysis import analyze_module
+from aicfc.passes.operator_report import analyze_module
 from aicfc.builder import build_module, build_predict
 from aicfc.context import make_context
 from aicfc.ir import parse_module
