@@ -22,6 +22,7 @@ PASS_CLASSES: dict[str, str] = {
     "aicfc-train-pipeline": "AicfcTrainPipelinePass",
     "aicfc-analyze": "AicfcAnalyzePass",
     "aicfc-fold-linear": "AicfcFoldLinearPass",
+    "aicfc-fold-constants": "AicfcFoldConstantsPass",
 }
 """Registered passes: name -> class name in `aicfc.passes.<name with underscores>`."""
 

@@ -6,7 +6,7 @@ It runs the steps of `passes/pipelines.py::train_pipeline` in order; that list i
 the one definition of the order, shared with `aicfc.compile`. With the defaults
 it is exactly
 
-    aicfc-fuse,aicfc-expand-backward,aicfc-fuse,canonicalize,cse,
+    aicfc-fuse,aicfc-expand-backward,aicfc-fuse,canonicalize,aicfc-fold-constants,cse,
     aicfc-lower-exec{backend=numpy},aicfc-fold-inplace{enable=true},aicfc-plan-memory
 
 and since it is one pass, `--print-between-passes` shows nothing inside it: run

@@ -9,7 +9,8 @@ stage "graph".
     fused          aicfc-fuse: gemm -> bias_add -> act becomes graph.gemm_epilogue
     backward       aicfc-expand-backward: autodiff.backward replaced by VJP ops
     fused-backward aicfc-fuse again: act_grad + bias-grad reduce become autodiff.epilogue_grad
-    canonical      xDSL's canonicalize and cse (duplicate constants and products merged)
+    canonical      xDSL's canonicalize, aicfc-fold-constants and cse (constants folded,
+                   duplicate constants and products merged)
     exec           aicfc-lower-exec{backend=...}: exec.program with buffers and launches
     inplace        aicfc-fold-inplace: alias policies applied where use-def proves it safe
     planned        aicfc-plan-memory: tmp buffers share an arena where lifetimes allow
@@ -81,7 +82,7 @@ def train_pipeline(
         Step("fused", "aicfc-fuse"),
         Step("backward", "aicfc-expand-backward"),
         Step("fused-backward", "aicfc-fuse"),
-        Step("canonical", "canonicalize,cse"),
+        Step("canonical", "canonicalize,aicfc-fold-constants,cse"),
         Step("exec", f"aicfc-lower-exec{{{lower}}}"),
         Step("inplace", f"aicfc-fold-inplace{{enable={inplace_opt}}}"),
         Step("planned", "aicfc-plan-memory"),

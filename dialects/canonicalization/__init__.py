@@ -6,8 +6,9 @@ the `GraphOp` base class); it imports the pattern modules only when the pass
 first asks, so `dialects/graph/` stays declarative and never imports
 rewriting code, and importing the dialect never imports the runtime.
 
-The patterns (seed 002 §4), in `graph.py` and `constant_folding.py` next to
-this file:
+The patterns (seed 002 §4), in `graph.py` next to this file (constant folding
+needs the NumPy reference, which a dialect may not import: it is the pass
+`aicfc-fold-constants`, run after `canonicalize` in the train pipeline):
 
     transpose(transpose(x, p), q)        -> x                  if p[q[i]] == i
                                           -> transpose(x, p∘q)  otherwise
@@ -17,7 +18,6 @@ this file:
     broadcast_to(x) : S -> S             -> x
     add(a, broadcast_to(b : [C] -> [..., C]))  -> bias_add(a, b)   (either order)
     gemm_epilogue(...) with unused pre_act     -> gemm_epilogue(...) without it
-    op(constant, ..., constant)          -> constant            (NumPy reference)
 """
 
 from __future__ import annotations

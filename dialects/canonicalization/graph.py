@@ -15,7 +15,6 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
-from aicfc.dialects.canonicalization.constant_folding import FoldConstantOperands
 from aicfc.dialects.diagnostics import copy_location
 from aicfc.dialects.flags import OpFlag, static_flags
 from aicfc.dialects.graph import (
@@ -172,14 +171,11 @@ _BY_CLASS: dict[type[Operation], tuple[RewritePattern, ...]] = {
     AddOp: (AddOfBroadcastToBiasAdd(),),
     GemmEpilogueOp: (DropUnusedPreAct(),),
 }
-"""Op class -> its structural patterns (constant folding applies to every op)."""
-
-_FOLD = FoldConstantOperands()
+"""Op class -> its structural patterns (constant folding is the pass aicfc-fold-constants,
+which needs the NumPy reference that a dialect may not import)."""
 
 
 @cache
 def patterns_for(op_class: type[Operation]) -> tuple[RewritePattern, ...]:
-    """The canonicalization patterns rooted at `op_class` (structural first, then folding)."""
-    if static_flags(op_class) & OpFlag.IS_CONSTANT:
-        return ()
-    return (*_BY_CLASS.get(op_class, ()), _FOLD)
+    """The canonicalization patterns rooted at `op_class`."""
+    return _BY_CLASS.get(op_class, ())

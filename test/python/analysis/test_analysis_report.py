@@ -17,11 +17,11 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 
 from aicfc import nn, optim
-from aicfc.passes.operator_report import analyze_module
 from aicfc.builder import build_module, build_predict
 from aicfc.context import make_context
 from aicfc.ir import parse_module
 from aicfc.passes import get_all_passes
+from aicfc.passes.operator_report import analyze_module
 
 LIT_FILE = Path(__file__).resolve().parents[2] / "passes" / "aicfc-analyze.mlir"
 

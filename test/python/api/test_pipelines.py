@@ -21,7 +21,7 @@ def test_steps_in_order():
         ("fused", "aicfc-fuse"),
         ("backward", "aicfc-expand-backward"),
         ("fused-backward", "aicfc-fuse"),
-        ("canonical", "canonicalize,cse"),
+        ("canonical", "canonicalize,aicfc-fold-constants,cse"),
         ("exec", "aicfc-lower-exec{backend=numpy}"),
         ("inplace", "aicfc-fold-inplace{enable=false}"),
         ("planned", "aicfc-plan-memory"),

@@ -169,7 +169,7 @@ def test_constant_folding_of_a_graph_matches_the_interpreter(seed):
       %y = graph.add %x, %s : {tensor((3, 5))}
       func.return %y, %r, %t : {tensor((3, 5))}, {tensor((5,))}, {tensor((5, 3))}
     }}"""
-    want, got, fn = run_both(text, seed=seed)
+    want, got, fn = run_both(text, then=("aicfc-fold-constants",), seed=seed)
     for k, (g_, w_) in enumerate(zip(got, want, strict=True)):
         np.testing.assert_array_equal(g_, w_, err_msg=f"result #{k}")
     # Only the add reads an argument; everything else became two constants (s, r, t: three).
@@ -190,7 +190,7 @@ def test_constant_folding_keeps_values_through_print_and_parse():
     }}"""
     from aicfc.ir import print_module
 
-    after = canonicalize(parse_module(text))
+    after = canonicalize(parse_module(text), then=("aicfc-fold-constants",))
     again = parse_module(print_module(after))
     got = run_func(find_func(again), [])[0]
     np.testing.assert_array_equal(got, np.tanh(a))

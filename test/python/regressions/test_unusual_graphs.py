@@ -42,7 +42,7 @@ from regressions.random_steps import random_step
 TOL = 1e-9
 FD_TOL = 1e-6
 STEPS = 3
-FUSED = "aicfc-fuse,aicfc-expand-backward,aicfc-fuse,canonicalize,cse"
+FUSED = "aicfc-fuse,aicfc-expand-backward,aicfc-fuse,canonicalize,aicfc-fold-constants,cse"
 
 Values = dict[str, np.ndarray]
 

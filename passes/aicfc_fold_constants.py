@@ -1,17 +1,16 @@
-"""Constant folding of graph ops: op(constant, ..., constant) -> constant.
+"""aicfc-fold-constants: op(constant, ..., constant) -> constant, for graph and autodiff ops.
+
+    %c = graph.add %a, %b   (both graph.constant)  ->  %c = graph.constant <a + b>
 
 The value is computed by the NumPy reference (`runtime/reference.py`), the one
 definition of what each op means, so a folded constant is bit-identical to
 what the NumPy runtime would compute at run time. Writing a second evaluator
 here would be a second definition to keep in step.
 
-Layering: a dialect module imports no runtime (DESIGN §1). This module is not
-imported by `dialects/graph/` at all (the `GraphCanonicalization` trait
-imports it when `canonicalize` first asks for patterns), and it imports the
-reference only inside `match_and_rewrite`, when an op with all-constant
-operands is actually found. The reference module itself imports only NumPy
-and SciPy (no backend, no device). A test checks that importing the graph
-dialect leaves `aicfc.runtime` unloaded.
+Why a pass and not a canonicalization pattern: a dialect imports no runtime
+(the layering of docs/architecture.md), and folding needs the reference, so
+`canonicalize` keeps the structural rewrites (dialects/canonicalization/) and
+this pass, run right after it in the train pipeline, does the arithmetic.
 
 Not folded:
 - stochastic ops (dropout): the draw stays visible in the IR and the report;
@@ -25,16 +24,27 @@ Not folded:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
+from xdsl.context import Context
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, TensorType
 from xdsl.ir import Operation
-from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+)
 
 from aicfc.dialects.base import AicfcOp
 from aicfc.dialects.diagnostics import copy_location
 from aicfc.dialects.flags import OpFlag, static_flags
 from aicfc.dialects.graph import ConstantOp
 from aicfc.dialects.tensors import numel
+from aicfc.runtime.interpreter import InterpreterError, dense_to_numpy, numpy_dtype
+from aicfc.runtime.reference import REFERENCE
 
 SMALL_CONSTANT = 256
 """Folds whose results have at most this many elements are always done."""
@@ -74,10 +84,6 @@ class FoldConstantOperands(RewritePattern):
         if not all(isinstance(t, TensorType) for t in types):
             return
         result_types: list[TensorType] = types  # type: ignore[assignment]
-        # Lazy: the reference is needed only when something folds (see module docstring).
-        from aicfc.runtime.interpreter import InterpreterError, dense_to_numpy, numpy_dtype
-        from aicfc.runtime.reference import REFERENCE
-
         ref = REFERENCE.get(op.name)
         if ref is None:
             return
@@ -100,3 +106,15 @@ class FoldConstantOperands(RewritePattern):
         ]
         copy_location(op, *new_ops)
         rewriter.replace(op, new_ops, [c.result for c in new_ops])
+
+
+@dataclass(frozen=True)
+class AicfcFoldConstantsPass(ModulePass):
+    """Fold every graph/autodiff op whose operands are all graph.constant (no options)."""
+
+    name = "aicfc-fold-constants"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(GreedyRewritePatternApplier([FoldConstantOperands()])).rewrite_module(
+            op
+        )
