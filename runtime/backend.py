@@ -37,6 +37,7 @@ import numpy as np
 from aicfc.dialects import exec as ex
 from aicfc.dialects.diagnostics import location_of
 from aicfc.dialects.params import ParamValue
+from aicfc.runtime import registry
 from aicfc.runtime.interpreter import InterpreterError, dense_to_numpy, numpy_dtype
 from aicfc.runtime.registry import runtime_name
 
@@ -362,6 +363,30 @@ class Executable(ABC):
     @property
     def name(self) -> str:
         return self.plan.name
+
+    def where(self, step: LaunchStep | CopyStep) -> str:
+        """`@program (file:line:col)` of a step, for error messages."""
+        return f"@{self.plan.name}" + (f" ({step.location})" if step.location else "")
+
+    def kernel_spec(self, step: LaunchStep) -> registry.KernelSpec:
+        """The registry entry of a launch's kernel.
+
+        Raises ExecError (naming the program and the op's location) when the
+        kernel is not registered or belongs to another backend's kernel family.
+        """
+        backend = self.store.backend
+        try:
+            spec = registry.get(step.kernel)
+        except registry.UnknownKernelError:
+            where = self.where(step)
+            raise ExecError(f'{where}: kernel "{step.kernel}" is not registered') from None
+        if spec.backend != backend.kernel_backend:
+            raise ExecError(
+                f'{self.where(step)}: kernel "{step.kernel}" is a {spec.backend} kernel; lower '
+                f"the program with aicfc-lower-exec{{backend={backend.kernel_backend}}} to run it "
+                f"on the {backend.name} backend"
+            )
+        return spec
 
     @abstractmethod
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:

@@ -292,10 +292,6 @@ class CupyBackend(Backend):
         return CupyExecutable(self, plan, store)
 
 
-def _where(plan: ExecPlan, step: LaunchStep | CopyStep) -> str:
-    return f"@{plan.name}" + (f" ({step.location})" if step.location else "")
-
-
 GraphKey = tuple[tuple[str, ...], bool]
 """(the inputs copied from pinned host buffers, whether outputs are copied to the host)."""
 
@@ -398,16 +394,8 @@ class CupyExecutable(Executable):
         )
 
     def _spec(self, step: LaunchStep) -> registry.KernelSpec:
-        where = _where(self.plan, step)
-        try:
-            spec = registry.get(step.kernel)
-        except registry.UnknownKernelError:
-            raise ExecError(f'{where}: kernel "{step.kernel}" is not registered') from None
-        if spec.backend != CupyBackend.kernel_backend:
-            raise ExecError(
-                f'{where}: kernel "{step.kernel}" is a {spec.backend} kernel; lower the program '
-                "with aicfc-lower-exec{backend=cuda} to run it on the cupy backend"
-            )
+        where = self.where(step)
+        spec = self.kernel_spec(step)
         try:
             self.backend.verify(spec, self._problem(spec, step))
         except CudaKernelError as e:
@@ -442,7 +430,7 @@ class CupyExecutable(Executable):
                         ins, outs = buffers[0]
                         node = launches_for(spec, ins, outs, first.params, self)
             except CudaKernelError as e:
-                raise CudaKernelError(f"{_where(self.plan, first)}: {e}") from None
+                raise CudaKernelError(f"{self.where(first)}: {e}") from None
             self.nodes.append(node)
             scratch = [name for la in node for name in la.scratch]
             self.accesses.append(node_access(self.plan, group.indices, regions, scratch))

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from aicfc.dialects import exec as ex
-from aicfc.runtime import registry
 from aicfc.runtime.backend import (
     Backend,
     BufferSpec,
@@ -99,10 +98,6 @@ def _check_tmp_written_before_read(plan: ExecPlan) -> None:
         check(slot, f'exec.output "{name}"')
 
 
-def _where(plan: ExecPlan, step: LaunchStep | CopyStep) -> str:
-    return f"@{plan.name}" + (f" ({step.location})" if step.location else "")
-
-
 class NumpyExecutable(Executable):
     """A program loaded on the CPU: `arrays[slot]` is the fixed array of each buffer."""
 
@@ -140,16 +135,8 @@ class NumpyExecutable(Executable):
         if isinstance(step, CopyStep):
             src, dst = self.arrays[step.source], self.arrays[step.dest]
             return lambda: np.copyto(dst, src)
-        where = _where(self.plan, step)
-        try:
-            spec = registry.get(step.kernel)
-        except registry.UnknownKernelError:
-            raise ExecError(f'{where}: kernel "{step.kernel}" is not registered') from None
-        if spec.backend != NumpyBackend.kernel_backend:
-            raise ExecError(
-                f'{where}: kernel "{step.kernel}" is a {spec.backend} kernel; lower the program '
-                "with aicfc-lower-exec{backend=numpy} to run it on the numpy backend"
-            )
+        where = self.where(step)
+        spec = self.kernel_spec(step)
         fn = REFERENCE[spec.op]
         ins = [self.arrays[i] for i in step.inputs]
         outs = [self.arrays[o] for o in step.outputs]
