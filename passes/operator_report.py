@@ -51,6 +51,7 @@ from aicfc.dialects.graph import (
     DropoutOp,
     GeluOp,
     GraphOp,
+    MatrixProductOp,
     MseLossOp,
     ReduceSumOp,
     ReluOp,
@@ -428,9 +429,9 @@ def _params_of(ops: tuple[Operation, ...]) -> tuple[Param, ...]:
 
 def _linear_node(index: int, ops: tuple[Operation, ...]) -> Node:
     head = ops[0]
-    _, n, k = head.mnk()  # type: ignore[attr-defined]
-    act = head.properties.get("act")
-    activation = Activation(act.data) if act is not None else Activation.NONE  # type: ignore[attr-defined]
+    assert isinstance(head, MatrixProductOp)  # linear_ops starts at an IS_GEMM_LIKE op
+    _, n, k = head.mnk()
+    activation = head.activation
     params = _params_of(ops)
     has_bias = len(params) > 1
     title = f"Linear(in_features={k}, out_features={n}, bias={has_bias})"

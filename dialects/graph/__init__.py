@@ -34,7 +34,7 @@ from aicfc.dialects.graph.elementwise import (
     TanhOp,
 )
 from aicfc.dialects.graph.layout import BroadcastToOp, ReshapeOp, TransposeOp
-from aicfc.dialects.graph.matrix import ConstantOp, GemmEpilogueOp, MatmulOp
+from aicfc.dialects.graph.matrix import ConstantOp, GemmEpilogueOp, MatmulOp, MatrixProductOp
 from aicfc.dialects.graph.reductions import CrossEntropyOp, MseLossOp, ReduceSumOp, SoftmaxOp
 
 __all__ = [
@@ -52,6 +52,7 @@ __all__ = [
     "Graph",
     "GraphOp",
     "MatmulOp",
+    "MatrixProductOp",
     "MseLossOp",
     "MulOp",
     "ReduceSumOp",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, UnitAttr
-from xdsl.ir import SSAValue
+from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
@@ -75,8 +75,55 @@ class ConstantOp(GraphOp):
         printer.print_attribute(self.value)
 
 
+class MatrixProductOp(GraphOp):
+    """Base of the products C = op(A) @ op(B) (matmul, gemm_epilogue): the transpose
+    flags, (M, N, K) and the checks of A, B and C that both verifiers share.
+
+    A and B are operands 0 and 1, but each subclass defines them itself: xDSL lists
+    a base class's operands after the subclass's own, which would put
+    gemm_epilogue's bias before A and B.
+    """
+
+    transpose_a = opt_prop_def(UnitAttr)
+    transpose_b = opt_prop_def(UnitAttr)
+
+    @classmethod
+    def product_type(
+        cls, lhs: SSAValue, rhs: SSAValue, transpose_a: bool, transpose_b: bool
+    ) -> TensorType[Attribute]:
+        """The type of op(A) @ op(B): [M, N] in A's element type (VerifyException if K differs)."""
+        a = ranked(cls.name, "lhs", lhs)
+        m, n, _ = matmul_shape(cls.name, a, ranked(cls.name, "rhs", rhs), transpose_a, transpose_b)
+        return tensor((m, n), a.element_type)
+
+    @property
+    def activation(self) -> Activation:
+        """The epilogue's activation: none for a plain product."""
+        return Activation.NONE
+
+    def mnk(self) -> tuple[int, int, int]:
+        a = ranked(self.name, "lhs", self.operands[0])
+        b = ranked(self.name, "rhs", self.operands[1])
+        return matmul_shape(self.name, a, b, bool(self.transpose_a), bool(self.transpose_b))
+
+    def verify_product(self) -> TensorType[Attribute]:
+        """Check A and B (float, one dtype, K agrees) and result #0; returns its type [M, N]."""
+        a = ranked(self.name, "lhs", self.operands[0])
+        b = ranked(self.name, "rhs", self.operands[1])
+        require_float(self.name, "lhs", a)
+        require_same_dtype(self.name, [("lhs", a), ("rhs", b)])
+        m, n, _ = self.mnk()
+        out = tensor((m, n), a.element_type)
+        require_result(self.name, self.results[0].type, out)
+        return out
+
+    def flops(self) -> int:
+        m, n, k = self.mnk()
+        return 2 * m * n * k
+
+
 @irdl_op_definition
-class MatmulOp(GraphOp):
+class MatmulOp(MatrixProductOp):
     """Matrix product C = op(A) @ op(B), op = transpose where the flag is set.
 
     ```mlir
@@ -88,8 +135,6 @@ class MatmulOp(GraphOp):
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
-    transpose_a = opt_prop_def(UnitAttr)
-    transpose_b = opt_prop_def(UnitAttr)
     traits = traits_def(Pure(), OpInfo(F.IS_GEMM_LIKE | F.IS_LINEAR | F.HAS_PARAM))
     assembly_format = (
         "$lhs `,` $rhs (`transpose_a` $transpose_a^)? (`transpose_b` $transpose_b^)? "
@@ -99,38 +144,21 @@ class MatmulOp(GraphOp):
     def __init__(
         self, lhs: SSAValue, rhs: SSAValue, transpose_a: bool = False, transpose_b: bool = False
     ):
-        a = ranked(self.name, "lhs", lhs)
-        b = ranked(self.name, "rhs", rhs)
-        m, n, _ = matmul_shape(self.name, a, b, transpose_a, transpose_b)
         super().__init__(
             operands=[lhs, rhs],
-            result_types=[tensor((m, n), a.element_type)],
+            result_types=[self.product_type(lhs, rhs, transpose_a, transpose_b)],
             properties={
                 "transpose_a": unit_flag(transpose_a),
                 "transpose_b": unit_flag(transpose_b),
             },
         )
 
-    def mnk(self) -> tuple[int, int, int]:
-        a = ranked(self.name, "lhs", self.lhs)
-        b = ranked(self.name, "rhs", self.rhs)
-        return matmul_shape(self.name, a, b, bool(self.transpose_a), bool(self.transpose_b))
-
     def verify_(self) -> None:
-        a = ranked(self.name, "lhs", self.lhs)
-        b = ranked(self.name, "rhs", self.rhs)
-        require_float(self.name, "lhs", a)
-        require_same_dtype(self.name, [("lhs", a), ("rhs", b)])
-        m, n, _ = self.mnk()
-        require_result(self.name, self.result.type, tensor((m, n), a.element_type))
-
-    def flops(self) -> int:
-        m, n, k = self.mnk()
-        return 2 * m * n * k
+        self.verify_product()
 
 
 @irdl_op_definition
-class GemmEpilogueOp(GraphOp):
+class GemmEpilogueOp(MatrixProductOp):
     """Fused Y = act(op(A) @ op(B) + bias) (cuBLASLt epilogues BIAS, RELU_BIAS, GELU_BIAS).
 
     The bias has length N and is added to every row. The optional second
@@ -151,8 +179,6 @@ class GemmEpilogueOp(GraphOp):
     result = result_def(TensorType)
     pre_act = opt_result_def(TensorType)
     act = opt_prop_def(ActivationAttr)
-    transpose_a = opt_prop_def(UnitAttr)
-    transpose_b = opt_prop_def(UnitAttr)
     traits = traits_def(
         Pure(), OpInfo(F.IS_GEMM_LIKE | F.IS_FUSED | F.HAS_PARAM | F.IS_BIAS_ADD | F.IS_ACTIVATION)
     )
@@ -171,10 +197,7 @@ class GemmEpilogueOp(GraphOp):
         transpose_b: bool = False,
         with_pre_act: bool = False,
     ):
-        a = ranked(self.name, "lhs", lhs)
-        b = ranked(self.name, "rhs", rhs)
-        m, n, _ = matmul_shape(self.name, a, b, transpose_a, transpose_b)
-        out = tensor((m, n), a.element_type)
+        out = self.product_type(lhs, rhs, transpose_a, transpose_b)
         super().__init__(
             operands=[lhs, rhs, [bias] if bias is not None else []],
             result_types=[out, [out] if with_pre_act else []],
@@ -197,22 +220,12 @@ class GemmEpilogueOp(GraphOp):
             return f | (F.IS_AFFINE if self.bias is not None else F.IS_LINEAR)
         return f | F.IS_ACTIVATION | (F.COLLAPSES_INFO if self.activation == Activation.RELU else 0)
 
-    def mnk(self) -> tuple[int, int, int]:
-        a = ranked(self.name, "lhs", self.lhs)
-        b = ranked(self.name, "rhs", self.rhs)
-        return matmul_shape(self.name, a, b, bool(self.transpose_a), bool(self.transpose_b))
-
     def verify_(self) -> None:
-        a = ranked(self.name, "lhs", self.lhs)
-        b = ranked(self.name, "rhs", self.rhs)
-        require_float(self.name, "lhs", a)
-        require_same_dtype(self.name, [("lhs", a), ("rhs", b)])
-        m, n, _ = self.mnk()
-        out = tensor((m, n), a.element_type)
-        require_result(self.name, self.result.type, out)
+        out = self.verify_product()
+        m, n = out.get_shape()
         if self.bias is not None:
             bt = ranked(self.name, "bias", self.bias)
-            require_same_dtype(self.name, [("lhs", a), ("bias", bt)])
+            require_same_dtype(self.name, [("lhs", out), ("bias", bt)])
             if tuple(bt.get_shape()) != (n,):
                 raise VerifyException(
                     f"{self.name}: bias must have shape [{n}] (N of the [{m}, {n}] result), "
@@ -226,8 +239,8 @@ class GemmEpilogueOp(GraphOp):
             require_result(self.name, self.pre_act.type, out)
 
     def flops(self) -> int:
-        m, n, k = self.mnk()
+        m, n, _ = self.mnk()
         epilogue = (1 if self.bias is not None else 0) + (
             0 if self.activation == Activation.NONE else 1
         )
-        return 2 * m * n * k + epilogue * m * n
+        return super().flops() + epilogue * m * n
