@@ -30,7 +30,6 @@ from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import (
     ArgSpecParseError,
     DiagnosticException,
-    ParseError,
     PassFailedException,
     VerifyException,
 )
@@ -38,7 +37,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 import aicfc
 from aicfc.context import DIALECT_LOADERS
-from aicfc.ir import IRError, LocatingParser, check_arguments, format_parse_error, verify_located
+from aicfc.ir import IRError, parse_module, verify_located
 from aicfc.passes import get_all_passes
 from aicfc.passes.options import PassOptionError, check_options
 
@@ -91,14 +90,7 @@ class AicfcOptMain(xDSLOptMain):
             text = chunk.read().decode()
         except UnicodeDecodeError as e:
             raise IRError(f"{name}: error: not UTF-8 text ({e.reason} at byte {e.start})") from None
-        parser = LocatingParser(self.ctx, text, name, start_offset)
-        try:
-            module = parser.parse_module()
-        except ParseError as e:
-            raise IRError(format_parse_error(e, name, start_offset)) from None
-        verify_located(module, name)
-        check_arguments(module, name, parser.argument_locations)
-        return module
+        return parse_module(text, name, self.ctx, start_offset)
 
     def setup_pipeline(self) -> None:
         # Validate pass names and options up front: an unknown one is a user error.
