@@ -101,7 +101,7 @@ def tune_problem(
     stream = exe.backend.stream
     for spec in feasible(exe.backend, problem, tf32):
         try:
-            launches = launches_for(spec, ins, outs, problem.params, exe)
+            launches = launches_for(spec, ins, outs, problem.params, exe.context)
             times[spec.name] = time_launches(launches, stream, repeats)
         except CudaKernelError:
             continue

@@ -12,7 +12,9 @@ flag (`FLAG_LAUNCHERS`).
 
 `LoadContext` is what a launcher may ask the backend for: a zeroed workspace
 (kept for the program's life), a small int64 table uploaded to the device, the
-multiprocessor count, and the cuBLASLt handle.
+multiprocessor count, and the cuBLASLt handle. `DeviceContext` is that on the
+current CuPy device: each CupyExecutable binds its launches with one, and kernel
+tests and benchmarks launch single kernels with one.
 
 Adam launches of one program are grouped (`group_steps`): consecutive
 `autodiff.adam_step` launches with one kernel flagged "multi_tensor" and equal
@@ -46,7 +48,6 @@ class LoadContext(Protocol):
     """What launchers may ask of the backend while a program loads."""
 
     sm_count: int
-    tf32: bool
 
     def workspace(self, nbytes: int) -> Any:
         """A zero-filled device buffer of `nbytes` bytes, kept alive with the program."""
@@ -56,6 +57,56 @@ class LoadContext(Protocol):
 
     def cublaslt(self) -> Any:
         """The backend's cuBLASLt context (runtime/cublaslt.py), or raise if unavailable."""
+
+
+class DeviceContext:
+    """The LoadContext on the current CuPy device; `keep` holds what it allocated.
+
+    sm_count: the device's multiprocessor count (None: read from the current device).
+    cublaslt: returns the cuBLASLt context to plan with (CupyBackend.cublaslt shares one
+              per backend); None makes one on first use, or raises CudaKernelError
+              saying why cuBLASLt cannot run here.
+    """
+
+    def __init__(
+        self, sm_count: int | None = None, cublaslt: Callable[[], Any] | None = None
+    ) -> None:
+        import cupy
+
+        if sm_count is None:
+            props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+            sm_count = int(props["multiProcessorCount"])
+        self.sm_count = sm_count
+        self.keep: list[Any] = []
+        self._cublaslt = cublaslt
+        self._own_cublaslt: Any = None
+
+    def workspace(self, nbytes: int) -> Any:
+        """Zeroed bytes, at least 256 and a multiple of 256."""
+        import cupy
+
+        ws = cupy.zeros(max(256, cdiv(nbytes, 256) * 256), dtype=np.uint8)
+        self.keep.append(ws)
+        return ws
+
+    def table(self, values: np.ndarray) -> Any:
+        import cupy
+
+        t = cupy.asarray(np.ascontiguousarray(values, dtype=np.int64))
+        self.keep.append(t)
+        return t
+
+    def cublaslt(self) -> Any:
+        if self._cublaslt is not None:
+            return self._cublaslt()
+        if self._own_cublaslt is None:
+            from aicfc.runtime import cublaslt
+
+            reason = cublaslt.available()
+            if reason is not None:
+                raise CudaKernelError(f"cuBLASLt kernels cannot run: {reason}")
+            self._own_cublaslt = cublaslt.CublasLt()
+        return self._own_cublaslt
 
 
 def param(params: Mapping[str, object], key: str, default: object = None) -> Any:

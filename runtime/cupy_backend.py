@@ -85,7 +85,12 @@ from aicfc.runtime.capture import (
     issue_schedule,
 )
 from aicfc.runtime.cuda_abi import CallbackLaunch, CudaKernelError, Launch, describe
-from aicfc.runtime.cuda_launch import group_steps, launch_adam_group, launches_for
+from aicfc.runtime.cuda_launch import (
+    DeviceContext,
+    group_steps,
+    launch_adam_group,
+    launches_for,
+)
 from aicfc.runtime.schedule import (
     Access,
     Schedule,
@@ -299,6 +304,8 @@ GraphKey = tuple[tuple[str, ...], bool]
 class CupyExecutable(Executable):
     """A program loaded on the GPU: `arrays[slot]` is each buffer's fixed device array.
 
+    context:  the LoadContext the launches were bound with (it keeps their workspaces
+              and tables alive).
     kernels:  the registry name of every bound launch, in order (after grouping).
     nodes:    the bound launches by schedule node: one exec step, or one group of
               steps run as one launch (multi-tensor Adam); a node's launches run in
@@ -315,9 +322,7 @@ class CupyExecutable(Executable):
 
         super().__init__(plan, store)
         self.backend = backend
-        self.sm_count = backend.sm_count
-        self.tf32 = backend.tf32
-        self._keep: list[Any] = []
+        self.context = DeviceContext(backend.sm_count, backend.cublaslt)
         self.arena = cupy.zeros(max(plan.arena_size or 0, 1), dtype=np.uint8)
         self.arrays: list[Any] = [self._allocate(b) for b in plan.buffers]
         self._slots = {
@@ -341,25 +346,6 @@ class CupyExecutable(Executable):
         self._last: GraphKey = (tuple(self.inputs), True)
         self.replays = 0
         cupy.cuda.runtime.deviceSynchronize()
-
-    # --- LoadContext (runtime/cuda_launch.py) -----------------------------------
-
-    def workspace(self, nbytes: int) -> Any:
-        import cupy
-
-        ws = cupy.zeros(max(256, -(-nbytes // 256) * 256), dtype=np.uint8)
-        self._keep.append(ws)
-        return ws
-
-    def table(self, values: np.ndarray) -> Any:
-        import cupy
-
-        t = cupy.asarray(np.ascontiguousarray(values, dtype=np.int64))
-        self._keep.append(t)
-        return t
-
-    def cublaslt(self) -> Any:
-        return self.backend.cublaslt()
 
     # --- loading -------------------------------------------------------------
 
@@ -425,10 +411,10 @@ class CupyExecutable(Executable):
                         if isinstance(s, LaunchStep)
                     ]
                     if len(buffers) > 1:
-                        node = launch_adam_group(spec, buffers, first.params, self)
+                        node = launch_adam_group(spec, buffers, first.params, self.context)
                     else:
                         ins, outs = buffers[0]
-                        node = launches_for(spec, ins, outs, first.params, self)
+                        node = launches_for(spec, ins, outs, first.params, self.context)
             except CudaKernelError as e:
                 raise CudaKernelError(f"{self.where(first)}: {e}") from None
             self.nodes.append(node)

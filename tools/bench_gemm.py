@@ -98,7 +98,7 @@ def ceilings() -> dict[str, float]:
     return out
 
 
-def run_variant(kernel: str, m: int, n: int, k: int, ctx: Any) -> dict[str, Any]:
+def run_variant(kernel: str, m: int, n: int, k: int, ctx: Any, stream: Any) -> dict[str, Any]:
     """Time one variant on fresh random X [M, K], W [N, K], b [N]; error vs float64."""
     import cupy
 
@@ -112,7 +112,6 @@ def run_variant(kernel: str, m: int, n: int, k: int, ctx: Any) -> dict[str, Any]
     y = cupy.full((m, n), np.nan, dtype=np.float32)
     params = {"act": "relu", "transpose_b": True}
     launches = cuda_launch.launches_for(spec, [x, w, bias], [y], params, ctx)
-    stream = ctx.stream
     cupy.cuda.runtime.deviceSynchronize()  # the poison fill ran on the null stream
 
     def call(s: Any) -> None:
@@ -129,42 +128,6 @@ def run_variant(kernel: str, m: int, n: int, k: int, ctx: Any) -> dict[str, Any]
     repeats = max(1, min(200, int(2e10 / flops)))
     t = time_fn(call, stream, repeats)
     return {"seconds": t, "tflops": flops / t / 1e12, "rel_err": rel, "max_rel_err": max_rel}
-
-
-class Ctx:
-    """The LoadContext a launcher needs, outside any program."""
-
-    def __init__(self) -> None:
-        import cupy
-
-        from aicfc.runtime import cublaslt
-
-        props = cupy.cuda.runtime.getDeviceProperties(0)
-        self.sm_count = int(props["multiProcessorCount"])
-        self.tf32 = False
-        self.stream = cupy.cuda.Stream(non_blocking=True)
-        self.keep: list[Any] = []
-        self.nvmath_reason = cublaslt.available()
-        self._lt = cublaslt.CublasLt() if self.nvmath_reason is None else None
-
-    def workspace(self, nbytes: int) -> Any:
-        import cupy
-
-        ws = cupy.zeros(max(256, nbytes), dtype=np.uint8)
-        self.keep.append(ws)
-        return ws
-
-    def table(self, values: np.ndarray) -> Any:
-        import cupy
-
-        t = cupy.asarray(values.astype(np.int64))
-        self.keep.append(t)
-        return t
-
-    def cublaslt(self) -> Any:
-        if self._lt is None:
-            raise RuntimeError(f"cuBLASLt unavailable: {self.nvmath_reason}")
-        return self._lt
 
 
 SMALL_PRODUCTS = [
@@ -186,7 +149,7 @@ SMALL_VARIANTS = {
 }
 
 
-def small_products(ctx: Any) -> list[tuple[str, str, dict[str, Any]]]:
+def small_products(ctx: Any, stream: Any) -> list[tuple[str, str, dict[str, Any]]]:
     """Every variant of each small-config product, graph-timed, with its error."""
     import cupy
 
@@ -230,8 +193,8 @@ def small_products(ctx: Any) -> list[tuple[str, str, dict[str, Any]]]:
                 y = cupy.full((m, n), np.nan, dtype=np.float32)
                 launches = cuda_launch.launches_for(spec, ins, [y], params, ctx)
                 cupy.cuda.runtime.deviceSynchronize()
-                t = time_launches(launches, ctx.stream, 50)
-                ctx.stream.synchronize()
+                t = time_launches(launches, stream, 50)
+                stream.synchronize()
                 rel = float(cupy.linalg.norm(y - ref) / cupy.linalg.norm(ref))
                 rows.append(
                     (
@@ -274,9 +237,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     sizes = parse_sizes(args.sizes) if args.sizes else DEFAULT_SIZES
-    ctx = Ctx()
+    import cupy
+
+    from aicfc.runtime.cuda_launch import DeviceContext
+
+    ctx = DeviceContext()
+    stream = cupy.cuda.Stream(non_blocking=True)
     if args.small:
-        small = small_products(ctx)
+        small = small_products(ctx, stream)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump([{"product": p, "variant": v, **r} for p, v, r in small], f, indent=1)
@@ -288,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         entry: dict[str, Any] = {"M": m, "N": n, "K": k, "variants": {}}
         for label, kernel in VARIANTS.items():
             try:
-                r = run_variant(kernel, m, n, k, ctx)
+                r = run_variant(kernel, m, n, k, ctx, stream)
             except Exception as e:  # a variant that cannot run here is reported, not fatal
                 r = {"error": f"{type(e).__name__}: {e}"}
             entry["variants"][label] = r

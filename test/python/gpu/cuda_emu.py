@@ -192,7 +192,6 @@ class EmuContext:
     """The LoadContext of runtime/cuda_launch.py over host memory."""
 
     sm_count = 132
-    tf32 = False
 
     def __init__(self) -> None:
         self.keep: list[EmuArray] = []

@@ -92,7 +92,6 @@ class FakeArray:
 
 class FakeCtx:
     sm_count = 132
-    tf32 = False
 
     def workspace(self, nbytes: int) -> FakeArray:
         return FakeArray((nbytes,), np.dtype(np.uint8))

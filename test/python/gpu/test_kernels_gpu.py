@@ -24,31 +24,9 @@ pytestmark = gpu
 POISON = {np.dtype(np.float32): np.nan, np.dtype(np.int32): -7, np.dtype(np.int64): -7}
 
 
-class Ctx:
-    """A LoadContext for launching single kernels (what CupyExecutable provides)."""
-
-    def __init__(self) -> None:
-        import cupy
-
-        props = cupy.cuda.runtime.getDeviceProperties(0)
-        self.sm_count = int(props["multiProcessorCount"])
-        self.tf32 = False
-        self.keep: list[Any] = []
-        self._lt: Any = None
-
-    def workspace(self, nbytes: int) -> Any:
-        import cupy
-
-        ws = cupy.zeros(max(256, nbytes), dtype=np.uint8)
-        self.keep.append(ws)
-        return ws
-
-    def table(self, values: np.ndarray) -> Any:
-        import cupy
-
-        t = cupy.asarray(values.astype(np.int64))
-        self.keep.append(t)
-        return t
+class Ctx(cuda_launch.DeviceContext):
+    """The backend's LoadContext, with the cuBLASLt cases skipped (with the reason) where
+    nvmath-python is not usable."""
 
     def cublaslt(self) -> Any:
         from aicfc.runtime import cublaslt
@@ -56,9 +34,7 @@ class Ctx:
         reason = cublaslt.available()
         if reason:
             pytest.skip(reason)
-        if self._lt is None:
-            self._lt = cublaslt.CublasLt()
-        return self._lt
+        return super().cublaslt()
 
 
 CTX: Ctx | None = None
