@@ -44,7 +44,6 @@ from aicfc.runtime.registry import runtime_name
 Array = Any
 """A backend array: numpy.ndarray for "numpy", cupy.ndarray for "cupy"."""
 
-EXTERNAL_ROLES = ("input", "param", "state")
 STORED_ROLES = ("param", "state")
 """Roles whose buffers live in the BufferStore (inputs belong to each Executable)."""
 
@@ -181,9 +180,6 @@ class ExecPlan:
                 outputs.append((op.buffer_name.data, slots[id(op.value)]))
         arena = program.arena_size.value.data if program.arena_size is not None else None
         return ExecPlan(pname, tuple(buffers), tuple(steps), tuple(outputs), arena)
-
-    def by_role(self, *roles: str) -> list[BufferSpec]:
-        return [b for b in self.buffers if b.role in roles]
 
     def inputs(self) -> dict[str, BufferSpec]:
         return {b.name: b for b in self.buffers if b.role == "input"}

@@ -5,6 +5,9 @@ input arrays and the launch's scalar params, and each result is written into
 its output buffer with `np.copyto`. A reference function builds its whole
 result before the copy, so an output that is the same buffer as an input (an
 alias folded by `aicfc-fold-inplace`) really updates that array in place.
+Buffers never change shape or dtype, so neither do a kernel's results: the
+first call of each launch checks them against its output buffers, and later
+calls only launch and copy.
 
 Buffers are allocated once in `load`: inputs get fixed arrays owned by the
 Executable, params and state come from the BufferStore, tmp buffers with an
@@ -14,13 +17,15 @@ offset are views into one `np.uint8` arena of the program's `arena_size`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from aicfc.dialects import exec as ex
+from aicfc.dialects.roles import EXTERNAL_ROLES
 from aicfc.runtime.backend import (
+    STORED_ROLES,
     Backend,
     BufferSpec,
     BufferStore,
@@ -98,6 +103,26 @@ def _check_tmp_written_before_read(plan: ExecPlan) -> None:
         check(slot, f'exec.output "{name}"')
 
 
+def _check_results(where: str, kernel: str, results: Sequence[Any], outs: list[np.ndarray]) -> None:
+    """ExecError unless `results` has one array of each output buffer's shape and dtype.
+
+    A result never changes dtype on its way into its buffer: a mismatch (hand-written
+    exec IR) would cast silently or fail inside NumPy.
+    """
+    if len(results) < len(outs):
+        raise ExecError(
+            f'{where}: kernel "{kernel}" returned {len(results)} results '
+            f"for {len(outs)} output buffers"
+        )
+    for k, (out, res) in enumerate(zip(outs, results, strict=False)):
+        if np.shape(res) != out.shape or np.result_type(res) != out.dtype:
+            raise ExecError(
+                f'{where}: kernel "{kernel}" result #{k} is '
+                f"{np.result_type(res)}{list(np.shape(res))}, its buffer is "
+                f"{out.dtype}{list(out.shape)}"
+            )
+
+
 class NumpyExecutable(Executable):
     """A program loaded on the CPU: `arrays[slot]` is the fixed array of each buffer."""
 
@@ -108,9 +133,14 @@ class NumpyExecutable(Executable):
         self.arena = _zeros(f"@{plan.name}: the arena", (arena_size,), np.dtype(np.uint8))
         self.arrays: list[np.ndarray] = [self._allocate(b) for b in plan.buffers]
         self._steps: list[Callable[[], None]] = [self._compile(s) for s in plan.steps]
+        self._input_arrays = {n: self.arrays[b.slot] for n, b in self.inputs.items()}
+        self._output_arrays = [(n, self.arrays[slot]) for n, slot in plan.outputs]
+        self._externals = {
+            b.name: self.arrays[b.slot] for b in plan.buffers if b.role in EXTERNAL_ROLES
+        }
 
     def _allocate(self, b: BufferSpec) -> np.ndarray:
-        if b.role in ("param", "state"):
+        if b.role in STORED_ROLES:
             try:
                 return self.store.declare(b.name, b.shape, b.dtype, b.role)
             except MemoryError:
@@ -136,13 +166,14 @@ class NumpyExecutable(Executable):
             src, dst = self.arrays[step.source], self.arrays[step.dest]
             return lambda: np.copyto(dst, src)
         where = self.where(step)
-        spec = self.kernel_spec(step)
-        fn = REFERENCE[spec.op]
+        fn = REFERENCE[self.kernel_spec(step).op]
         ins = [self.arrays[i] for i in step.inputs]
         outs = [self.arrays[o] for o in step.outputs]
         params = dict(step.params)
+        checked = False
 
         def launch() -> None:
+            nonlocal checked
             try:
                 results = fn(*ins, **params)
             except Exception as e:
@@ -150,33 +181,23 @@ class NumpyExecutable(Executable):
                 raise ExecError(
                     f'{where}: kernel "{step.kernel}" failed on ({shapes}): {type(e).__name__}: {e}'
                 ) from e
-            if len(results) < len(outs):
-                raise ExecError(
-                    f'{where}: kernel "{step.kernel}" returned {len(results)} results '
-                    f"for {len(outs)} output buffers"
-                )
-            for k, (out, res) in enumerate(zip(outs, results, strict=False)):
-                # A result never changes dtype on its way into its buffer: a mismatch
-                # (hand-written exec IR) would cast silently or fail inside NumPy.
-                if np.shape(res) != out.shape or np.result_type(res) != out.dtype:
-                    raise ExecError(
-                        f'{where}: kernel "{step.kernel}" result #{k} is '
-                        f"{np.result_type(res)}{list(np.shape(res))}, its buffer is "
-                        f"{out.dtype}{list(out.shape)}"
-                    )
+            if not checked:
+                _check_results(where, step.kernel, results, outs)
+                checked = True
+            for out, res in zip(outs, results, strict=False):
                 np.copyto(out, res)
 
         return launch
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         for name, arr in self.check_inputs(inputs).items():
-            np.copyto(self.arrays[self.inputs[name].slot], arr)
+            np.copyto(self._input_arrays[name], arr)
         for step in self._steps:
             step()
-        return {name: self.arrays[slot].copy() for name, slot in self.plan.outputs}
+        return {name: array.copy() for name, array in self._output_arrays}
 
     def buffer(self, name: str) -> np.ndarray:
-        for b in self.plan.buffers:
-            if b.name == name and b.role in ("input", "param", "state"):
-                return self.arrays[b.slot]
-        raise ExecError(f'@{self.plan.name}: no external buffer "{name}"')
+        array = self._externals.get(name)
+        if array is None:
+            raise ExecError(f'@{self.plan.name}: no external buffer "{name}"')
+        return array
