@@ -341,6 +341,11 @@ class CupyExecutable(Executable):
         self.depends = dependencies(self.accesses)
         self.schedule: Schedule = schedule(direct(self.depends), backend.graph_streams)
         self._events: list[Any] = []
+        # Reused every step (a wait orders after the record made before it, so re-recording
+        # is safe): the caller's stream before a step's input copies, the step's end before
+        # the caller's stream reads run_async's outputs.
+        self._inputs_ready = cupy.cuda.Event(disable_timing=True)
+        self._outputs_ready = cupy.cuda.Event(disable_timing=True)
         self.graphs: dict[GraphKey, CapturedGraph] = {}
         self._warm = False
         self._last: GraphKey = (tuple(self.inputs), True)
@@ -551,7 +556,8 @@ class CupyExecutable(Executable):
                 for n, a in device.items()
             }
             # The caller's work on the inputs (its current stream) comes first.
-            stream.wait_event(cupy.cuda.get_current_stream().record())
+            self._inputs_ready.record(cupy.cuda.get_current_stream())
+            stream.wait_event(self._inputs_ready)
             for name, src in sources.items():
                 dst = self.arrays[self.inputs[name].slot]
                 if src.data.ptr != dst.data.ptr:
@@ -583,7 +589,8 @@ class CupyExecutable(Executable):
                 src = self.arrays[slot]
                 outs[name] = cupy.empty(src.shape, src.dtype)
                 copy_on_device(outs[name], src, stream)
-        cupy.cuda.get_current_stream().wait_event(stream.record())
+        self._outputs_ready.record(stream)
+        cupy.cuda.get_current_stream().wait_event(self._outputs_ready)
         return outs
 
     def replay(self, count: int = 1) -> None:
