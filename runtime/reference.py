@@ -191,12 +191,28 @@ def _check_labels(labels: Array, classes: int) -> None:
         )
 
 
+def _label_log_softmax(logits: Array, labels: Array) -> Array:
+    """log_softmax(logits) [N, C] after checking the labels [N] against C."""
+    _check_labels(labels, logits.shape[1])
+    return log_softmax(logits)
+
+
+def _nll(lsm: Array, labels: Array, dtype: np.dtype) -> Array:
+    """mean_n(-lsm[n, y_n]): the cross-entropy from the log-softmax."""
+    return np.asarray(-np.mean(lsm[np.arange(lsm.shape[0]), labels]), dtype=dtype)
+
+
+def _nll_grad(lsm: Array, labels: Array, dloss: Array, dtype: np.dtype) -> Array:
+    """(softmax - onehot(y)) * dloss / N: its gradient with respect to the logits."""
+    n = lsm.shape[0]
+    g = np.exp(lsm)
+    g[np.arange(n), labels] -= 1
+    return (g * (dloss / n)).astype(dtype)
+
+
 def cross_entropy(logits: Array, labels: Array) -> tuple[Array]:
     """mean_n(logsumexp(x_n) - x_n[y_n]), never log(softmax) (which underflows to -inf)."""
-    n = logits.shape[0]
-    _check_labels(labels, logits.shape[1])
-    lsm = log_softmax(logits)
-    return (np.asarray(-np.mean(lsm[np.arange(n), labels]), dtype=logits.dtype),)
+    return (_nll(_label_log_softmax(logits, labels), labels, logits.dtype),)
 
 
 def mse_loss(pred: Array, target: Array) -> tuple[Array]:
@@ -226,20 +242,18 @@ def softmax_grad(dy: Array, y: Array, *, axis: int) -> tuple[Array]:
 
 
 def cross_entropy_grad(logits: Array, labels: Array, dloss: Array) -> tuple[Array]:
-    n = logits.shape[0]
-    _check_labels(labels, logits.shape[1])
-    g = np.exp(log_softmax(logits))
-    g[np.arange(n), labels] -= 1
-    return ((g * (dloss / n)).astype(logits.dtype),)
+    return (_nll_grad(_label_log_softmax(logits, labels), labels, dloss, logits.dtype),)
 
 
 def cross_entropy_with_grad(
     logits: Array, labels: Array, dloss: Array
 ) -> tuple[Array, Array, Array]:
-    """(cross_entropy, cross_entropy_grad, the column sum of that gradient): the fused op
-    of aicfc-fuse; a result the op does not have is dropped by the caller."""
-    grad = cross_entropy_grad(logits, labels, dloss)[0]
-    return cross_entropy(logits, labels)[0], grad, np.sum(grad, axis=0).astype(grad.dtype)
+    """(cross_entropy, cross_entropy_grad, the column sum of that gradient) from one
+    log-softmax: the fused op of aicfc-fuse; a result the op does not have is dropped
+    by the caller."""
+    lsm = _label_log_softmax(logits, labels)
+    grad = _nll_grad(lsm, labels, dloss, logits.dtype)
+    return _nll(lsm, labels, logits.dtype), grad, np.sum(grad, axis=0).astype(grad.dtype)
 
 
 def mse_loss_grad(pred: Array, target: Array, dloss: Array) -> tuple[Array]:
