@@ -65,6 +65,7 @@ from aicfc.runtime import cublaslt as cublaslt_mod
 from aicfc.runtime import registry
 from aicfc.runtime.backend import (
     Backend,
+    BackendUnavailable,
     BufferSpec,
     BufferStore,
     CopyStep,
@@ -145,7 +146,8 @@ class CupyBackend(Backend):
     graph_streams:    streams a captured graph's launches may be spread over
                       (runtime/schedule.py); 1 captures one chain in program order.
     device:           the CUDA device ordinal.
-    Raises BackendUnavailable (through get_backend) when CuPy or a GPU is missing.
+    Raises BackendUnavailable when CuPy or a GPU is missing (as get_backend does), and
+    ValueError for a device ordinal this machine does not have or graph_streams < 1.
     """
 
     name = "cupy"
@@ -160,10 +162,16 @@ class CupyBackend(Backend):
         graph_streams: int = 4,
         device: int = 0,
     ):
+        reason = self.unavailable_reason()
+        if reason is not None:
+            raise BackendUnavailable(f"backend 'cupy' cannot run here: {reason}")
         import cupy
 
         if int(graph_streams) < 1:
             raise ValueError(f"graph_streams must be at least 1, got {graph_streams}")
+        count = cupy.cuda.runtime.getDeviceCount()
+        if not 0 <= device < count:
+            raise ValueError(f"device {device}: this machine has CUDA devices 0 to {count - 1}")
         self.graph = graph
         self.graph_streams = int(graph_streams)
         self._branches: list[Any] = []

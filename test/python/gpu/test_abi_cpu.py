@@ -1,14 +1,18 @@
-"""The CUDA launch ABI without a GPU: scalar conversion, launcher tables, grouping.
+"""The CUDA launch ABI without a GPU: scalar conversion, launcher tables, grouping,
+and the errors a missing GPU or a broken kernel source gives.
 
 These run everywhere (no device, no CuPy): `cuda_abi.get_function` is replaced
 by a stub, and buffers by objects that have only a shape, dtype and address,
 so each registry entry's launcher is checked to produce exactly the scalars
-its ABI names, with their exact C types, in order after the buffers.
+its ABI names, with their exact C types, in order after the buffers. The
+compile errors are checked with a stand-in `cupy` module whose NVRTC fails.
 """
 
 from __future__ import annotations
 
 import re
+import sys
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +20,9 @@ import numpy as np
 import pytest
 
 from aicfc.runtime import cuda_abi, cuda_launch, registry
+from aicfc.runtime.backend import BackendUnavailable
 from aicfc.runtime.cuda_abi import CudaKernelError, pack_scalars, to_c_scalar
+from aicfc.runtime.cupy_backend import CupyBackend
 
 
 @pytest.fixture(autouse=True)
@@ -258,3 +264,48 @@ def test_fused_loss_sums_the_bias_gradient_itself_only_while_that_is_cheap():
     )
     assert [la.name for la in large] == [spec.name, "cuda.reduce_sum_f32"]
     assert large[0].args[5] == np.uint64(0)  # no dbias in the first launch
+
+
+# --- a missing GPU, a kernel source that does not compile ----------------------------
+
+
+def test_the_cupy_backend_where_no_gpu_is_usable_is_backend_unavailable(monkeypatch):
+    """Built directly (not through get_backend), it says why instead of an ImportError."""
+    reason = classmethod(lambda cls: "CuPy sees no CUDA device")
+    monkeypatch.setattr(CupyBackend, "unavailable_reason", reason)
+    with pytest.raises(
+        BackendUnavailable, match="backend 'cupy' cannot run here: CuPy sees no CUDA device"
+    ):
+        CupyBackend()
+
+
+@pytest.fixture
+def failing_nvrtc(monkeypatch):
+    """A stand-in `cupy` whose RawModule fails to compile with an NVRTC-style log."""
+
+    class RawModule:
+        def __init__(self, code: str, options: tuple[str, ...]):
+            assert "AICFC_EXPORT_ABI_VERSION" in code and "-std=c++17" in options
+
+        def compile(self) -> None:
+            raise RuntimeError(
+                'elementwise.cu(3): error: identifier "undefined_thing" is undefined'
+            )
+
+    fake = types.ModuleType("cupy")
+    fake.RawModule = RawModule  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(cuda_abi, "_MODULES", {})
+
+
+def test_a_kernel_source_that_fails_to_compile_is_an_error_with_the_compiler_log(failing_nvrtc):
+    with pytest.raises(
+        CudaKernelError,
+        match=r'kernels/elementwise\.cu failed to compile: .*"undefined_thing" is undefined',
+    ):
+        cuda_abi.load_module("elementwise.cu")
+
+
+def test_a_missing_kernel_source_is_an_error_naming_it(failing_nvrtc):
+    with pytest.raises(CudaKernelError, match=r"kernel source 'absent\.cu' not found in"):
+        cuda_abi.load_module("absent.cu")
