@@ -33,7 +33,7 @@ from aicfc.dialects.graph.elementwise import (
     SubOp,
     TanhOp,
 )
-from aicfc.dialects.graph.layout import BroadcastToOp, ReshapeOp, TransposeOp
+from aicfc.dialects.graph.layout import BroadcastToOp, ReshapeOp, TargetShapeOp, TransposeOp
 from aicfc.dialects.graph.matrix import ConstantOp, GemmEpilogueOp, MatmulOp, MatrixProductOp
 from aicfc.dialects.graph.reductions import CrossEntropyOp, MseLossOp, ReduceSumOp, SoftmaxOp
 
@@ -61,6 +61,7 @@ __all__ = [
     "SoftmaxOp",
     "SubOp",
     "TanhOp",
+    "TargetShapeOp",
     "TransposeOp",
     "UnaryElementwiseOp",
 ]

@@ -27,21 +27,15 @@ from aicfc.dialects.tensors import (
 F = OpFlag
 
 
-@irdl_op_definition
-class ReshapeOp(GraphOp):
-    """Row-major reshape to the result type's shape (same element count).
+class TargetShapeOp(GraphOp):
+    """Base of the layout ops whose target shape is the result type (reshape, broadcast_to).
 
-    ```mlir
-    %y = graph.reshape %x : tensor<8x16xf32> -> tensor<128xf32>
-    ```
+    `%y = graph.<op> %x : tensor<A> -> tensor<B>`: one element type; the kernel
+    gets B as its `shape` parameter; each op's `verify_` checks A against B.
     """
 
-    name = "graph.reshape"
     input = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(
-        Pure(), OpInfo(F.IS_LAYOUT | F.IS_SHAPE_ONLY | F.IS_LINEAR | F.IS_INVERTIBLE)
-    )
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
 
     def __init__(self, input: SSAValue, shape: Sequence[int]):
@@ -51,16 +45,35 @@ class ReshapeOp(GraphOp):
     def kernel_params(self) -> dict[str, ParamValue]:
         return {"shape": tuple(ranked(self.name, "result", self.result).get_shape())}
 
-    def verify_(self) -> None:
+    def verified_shapes(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(A, B) after checking both are static and share a float or i32/i64 element type."""
         x = ranked(self.name, "input", self.input)
         y = ranked(self.name, "result", self.result)
         require_number(self.name, "input", x)
         require_same_dtype(self.name, [("input", x), ("result", y)])
-        if numel(x.get_shape()) != numel(y.get_shape()):
+        return tuple(x.get_shape()), tuple(y.get_shape())
+
+
+@irdl_op_definition
+class ReshapeOp(TargetShapeOp):
+    """Row-major reshape to the result type's shape (same element count).
+
+    ```mlir
+    %y = graph.reshape %x : tensor<8x16xf32> -> tensor<128xf32>
+    ```
+    """
+
+    name = "graph.reshape"
+    traits = traits_def(
+        Pure(), OpInfo(F.IS_LAYOUT | F.IS_SHAPE_ONLY | F.IS_LINEAR | F.IS_INVERTIBLE)
+    )
+
+    def verify_(self) -> None:
+        src, dst = self.verified_shapes()
+        if numel(src) != numel(dst):
             raise VerifyException(
-                f"{self.name}: cannot reshape {fmt_shape(x.get_shape())} "
-                f"({numel(x.get_shape())} elements) to {fmt_shape(y.get_shape())} "
-                f"({numel(y.get_shape())} elements)"
+                f"{self.name}: cannot reshape {fmt_shape(src)} ({numel(src)} elements) "
+                f"to {fmt_shape(dst)} ({numel(dst)} elements)"
             )
 
 
@@ -108,7 +121,7 @@ class TransposeOp(GraphOp):
 
 
 @irdl_op_definition
-class BroadcastToOp(GraphOp):
+class BroadcastToOp(TargetShapeOp):
     """Broadcast to the result shape by NumPy rules (right-aligned; dims equal or 1).
 
     ```mlir
@@ -117,21 +130,7 @@ class BroadcastToOp(GraphOp):
     """
 
     name = "graph.broadcast_to"
-    input = operand_def(TensorType)
-    result = result_def(TensorType)
     traits = traits_def(Pure(), OpInfo(F.IS_LAYOUT | F.IS_LINEAR | F.IS_BROADCAST))
-    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
-
-    def __init__(self, input: SSAValue, shape: Sequence[int]):
-        t = ranked(self.name, "input", input)
-        super().__init__(operands=[input], result_types=[tensor(shape, t.element_type)])
-
-    def kernel_params(self) -> dict[str, ParamValue]:
-        return {"shape": tuple(ranked(self.name, "result", self.result).get_shape())}
 
     def verify_(self) -> None:
-        x = ranked(self.name, "input", self.input)
-        y = ranked(self.name, "result", self.result)
-        require_number(self.name, "input", x)
-        require_same_dtype(self.name, [("input", x), ("result", y)])
-        broadcast_shape(self.name, x.get_shape(), y.get_shape())
+        broadcast_shape(self.name, *self.verified_shapes())
