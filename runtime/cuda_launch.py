@@ -183,7 +183,7 @@ def launch_gemm(
     """aicfc_gemm_{f32,f32_s64,tf32}_{nn,nt,tn,tt}: grid (N / BN, M / BM), 256 threads."""
     a, b, bias, y, z, act, ta, tb = gemm_operands(spec, ins, outs, params)
     m, n, k = gemm_mnk(a, b, ta, tb)
-    tile = 64 if "_s64_" in (spec.symbol or "") else 128
+    tile = 64 if "tile_64" in spec.flags else 128
     grid = (cdiv(n, tile), cdiv(m, tile))
     if grid[1] > 65535:
         raise CudaKernelError(f'kernel "{spec.name}": M = {m} needs more than 65535 row blocks')
@@ -439,18 +439,34 @@ def launch_elementwise(
     params: Mapping[str, object],
     ctx: LoadContext,
 ) -> list[Launch]:
-    """add/sub/mul, bias_add, relu/gelu/tanh and their grads, mse_loss_grad: n elements."""
+    """add/sub/mul, relu/gelu/tanh and their grads, mse_loss_grad: n elements."""
     n = numel(outs[0])
-    for i, a in enumerate(ins[:2]):
-        if spec.op != "graph.bias_add" and numel(a) != n:
+    same_size(spec, ins[:2], n)
+    return [kernel_launch(spec, grid_1d(ctx, n), (THREADS,), [*ins, *outs], {"n": n})]
+
+
+def launch_bias_add(
+    spec: KernelSpec,
+    ins: list[Any],
+    outs: list[Any],
+    params: Mapping[str, object],
+    ctx: LoadContext,
+) -> list[Launch]:
+    """x + bias along the last axis: n elements of x, C of bias (element i adds bias[i % C])."""
+    n = numel(outs[0])
+    same_size(spec, ins[:1], n)
+    c = int(ins[1].shape[-1]) if ins[1].shape else 1
+    return [kernel_launch(spec, grid_1d(ctx, n), (THREADS,), [*ins, *outs], {"n": n, "C": c})]
+
+
+def same_size(spec: KernelSpec, operands: Sequence[Any], n: int) -> None:
+    """Raise unless every operand has the result's n elements (the kernels do not broadcast)."""
+    for i, a in enumerate(operands):
+        if numel(a) != n:
             raise CudaKernelError(
                 f'kernel "{spec.name}": operand #{i} has {numel(a)} elements, the result {n} '
                 "(the CUDA kernel does not broadcast)"
             )
-    scalars: dict[str, object] = {"n": n}
-    if spec.op == "graph.bias_add":
-        scalars["C"] = int(ins[1].shape[-1]) if ins[1].shape else 1
-    return [kernel_launch(spec, grid_1d(ctx, n), (THREADS,), [*ins, *outs], scalars)]
 
 
 def launch_copy(
@@ -467,20 +483,40 @@ def launch_copy(
     ]
 
 
+def row_major_strides(shape: tuple[int, ...]) -> list[int]:
+    """Element strides of a contiguous row-major array of `shape`."""
+    return [int(np.prod(shape[d + 1 :], dtype=np.int64)) for d in range(len(shape))]
+
+
+def transpose_strides(
+    in_shape: tuple[int, ...], out_shape: tuple[int, ...], params: Mapping[str, object]
+) -> list[int]:
+    """Output axis d reads input axis perm[d]."""
+    strides = row_major_strides(in_shape)
+    return [strides[p] for p in tuple(param(params, "perm", ()))]
+
+
+def broadcast_strides(
+    in_shape: tuple[int, ...], out_shape: tuple[int, ...], params: Mapping[str, object]
+) -> list[int]:
+    """NumPy's rules, aligned on the right: a new or size-1 input axis has stride 0."""
+    strides = row_major_strides(in_shape)
+    lead = len(out_shape) - len(in_shape)
+    return [
+        0 if d < lead or in_shape[d - lead] == 1 else strides[d - lead]
+        for d in range(len(out_shape))
+    ]
+
+
+SOURCE_STRIDES = {"graph.transpose": transpose_strides, "graph.broadcast_to": broadcast_strides}
+"""op -> where each output axis of aicfc_permute_b* steps through the input."""
+
+
 def permute_table(
     op: str, in_shape: tuple[int, ...], out_shape: tuple[int, ...], params: Mapping[str, object]
 ) -> np.ndarray:
     """[out_shape..., source stride of each output axis...] for aicfc_permute_b*."""
-    strides = [int(np.prod(in_shape[d + 1 :], dtype=np.int64)) for d in range(len(in_shape))]
-    if op == "graph.transpose":
-        perm = tuple(param(params, "perm", ()))
-        src = [strides[p] for p in perm]
-    else:  # broadcast_to: NumPy's rules, aligned on the right
-        lead = len(out_shape) - len(in_shape)
-        src = []
-        for d in range(len(out_shape)):
-            j = d - lead
-            src.append(0 if j < 0 or in_shape[j] == 1 else strides[j])
+    src = SOURCE_STRIDES[op](in_shape, out_shape, params)
     return np.array([*out_shape, *src], dtype=np.int64)
 
 
@@ -640,7 +676,7 @@ LAUNCHERS: dict[str, Launcher] = {
     "graph.add": launch_elementwise,
     "graph.sub": launch_elementwise,
     "graph.mul": launch_elementwise,
-    "graph.bias_add": launch_elementwise,
+    "graph.bias_add": launch_bias_add,
     "graph.relu": launch_elementwise,
     "graph.gelu": launch_elementwise,
     "graph.tanh": launch_elementwise,

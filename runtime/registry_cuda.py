@@ -15,7 +15,8 @@ products go to our latency kernels of gemm_small.cu, the skinny one where a side
 is at most 32 (a 10-wide layer: N = 10 forward, M = 10 for its dW, K = 10 for its
 dX) and the split-K one where the result has at most 2^18 elements; larger ones
 to cuBLASLt (needs capability "cublaslt": nvmath-python importable), else our own
-SIMT kernels (the 128x128 tile only from 512x512 up). TF32 kernels are refused
+SIMT kernels (the 128x128 tile only from 512x512 up; flag "tile_64" marks the 64x64
+one for its launcher). TF32 kernels are refused
 unless the compile allows TF32 (`requires=("tf32",)`), and then outscore the rest
 where the product fills their tiles. cuBLASLt's GELU epilogue is the tanh
 approximation, not the exact erf GELU of graph.gelu, so cuBLASLt entries refuse
@@ -77,7 +78,9 @@ def _gemm_family(
 
 
 _GEMMS = (
-    _gemm_family("f32_s64", "aicfc_gemm_f32_s64", frozenset(), Constraints(activations=_ACTS), 0)
+    _gemm_family(
+        "f32_s64", "aicfc_gemm_f32_s64", frozenset({"tile_64"}), Constraints(activations=_ACTS), 0
+    )
     + _gemm_family(
         "f32",
         "aicfc_gemm_f32",
