@@ -20,11 +20,12 @@ import pytest
 from aicfc.runtime import cuda_abi, cuda_launch, reference, registry
 from gpu import cuda_emu
 from gpu.cuda_emu import EmuArray, EmuContext, EmuFunction, NullStream
+from gpu.gpu_support import F32_TOL, rel_err
 
 REASON = cuda_emu.unavailable_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 
-TOL = 1e-5
+TOL = F32_TOL
 PAIRS = {"nn": (False, False), "nt": (False, True), "tn": (True, False), "tt": (True, True)}
 
 
@@ -33,13 +34,6 @@ def emulated(monkeypatch):
     monkeypatch.setattr(
         cuda_abi, "get_function", lambda spec: EmuFunction(cuda_emu.build(spec.source), spec.symbol)
     )
-
-
-def rel(out: np.ndarray, ref: np.ndarray) -> float:
-    out64, ref64 = np.asarray(out, np.float64), np.asarray(ref, np.float64)
-    if not np.isfinite(out64).all():
-        return float("inf")
-    return float(np.linalg.norm(out64 - ref64) / np.linalg.norm(ref64))
 
 
 def run(
@@ -82,7 +76,7 @@ def gemm_case(
     ref_y, ref_z = reference.gemm_epilogue(
         a.astype(np.float64), b.astype(np.float64), bias.astype(np.float64), act=act
     )
-    return rel(y.array, ref_y), rel(z.array, ref_z), launches[0]
+    return rel_err(y.array, ref_y), rel_err(z.array, ref_z), launches[0]
 
 
 @pytest.mark.parametrize("pair", list(PAIRS))
@@ -152,10 +146,10 @@ def test_cross_entropy_with_grad_matches_the_three_ops_it_fuses(labels, with_bia
         times=2,
     )
     ref = reference.cross_entropy_with_grad(x.astype(np.float64), y, dl.astype(np.float64))
-    assert rel(outs[0].array, ref[0]) < TOL
-    assert rel(outs[1].array, ref[1]) < TOL
+    assert rel_err(outs[0].array, ref[0]) < TOL
+    assert rel_err(outs[1].array, ref[1]) < TOL
     if with_bias:
-        assert rel(outs[2].array, ref[2]) < TOL
+        assert rel_err(outs[2].array, ref[2]) < TOL
     assert not ctx.keep[0].array[:4].any()  # the ticket counter is back at zero
 
 
@@ -179,5 +173,5 @@ def test_a_label_out_of_range_gives_a_nan_loss_and_a_zero_gradient_row():
     assert not dx[[4, 7]].any() and np.isfinite(dx).all()
     ok = [0, 1, 2, 3, 5, 6, 8]
     ref = reference.cross_entropy_grad(x[ok].astype(np.float64), y[ok], np.float64(1.0))[0]
-    assert rel(dx[ok], ref * len(ok) / 9) < TOL
-    assert rel(outs[2].array, dx.sum(axis=0)) < TOL
+    assert rel_err(dx[ok], ref * len(ok) / 9) < TOL
+    assert rel_err(outs[2].array, dx.sum(axis=0)) < TOL
