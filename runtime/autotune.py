@@ -32,6 +32,7 @@ from aicfc.runtime.backend import LaunchStep
 from aicfc.runtime.capture import capture
 from aicfc.runtime.cuda_abi import CudaKernelError
 from aicfc.runtime.cuda_launch import launches_for
+from aicfc.runtime.registry_cuda import GEMM_OPS
 from aicfc.runtime.selector import AutotuneCache, Problem, autotune_device, refusal, shape_bucket
 
 
@@ -117,8 +118,6 @@ def tune_executable(
     compete (None: the backend's setting). Returns one TuneResult per (op, shape
     bucket) measured. Raises ValueError for a malformed cache file.
     """
-    from aicfc.runtime.cupy_backend import GEMM_OPS
-
     backend = exe.backend
     allow = backend.tf32 if tf32 is None else tf32
     device = autotune_device(backend.device_key, {"tf32": allow})

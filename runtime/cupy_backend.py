@@ -103,9 +103,6 @@ from aicfc.runtime.schedule import (
 )
 from aicfc.runtime.selector import Problem, refusal
 
-GEMM_OPS = frozenset({"graph.gemm_epilogue", "graph.matmul"})
-"""Ops with several competing kernels (the autotuner times these)."""
-
 AUTOTUNE_ENV = "AICFC_AUTOTUNE_CACHE"
 DEFAULT_AUTOTUNE_CACHE = Path("~/.cache/aicfc/autotune.json")
 """Where the autotune cache is looked for when none is given ($AICFC_AUTOTUNE_CACHE

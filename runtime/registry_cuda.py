@@ -42,7 +42,8 @@ SKINNY_SIDE = 32
 SPLIT_K_MAX_OUTPUTS = 1 << 18
 """The split-K kernel's 32x32 tiles suit results up to this many elements."""
 _ACTS = ("none", "relu", "gelu")
-_GEMM_OPS = ("graph.gemm_epilogue", "graph.matmul")
+GEMM_OPS = ("graph.gemm_epilogue", "graph.matmul")
+"""The ops with several competing kernels (runtime/autotune.py times these)."""
 
 
 def _short(op: str) -> str:
@@ -72,7 +73,7 @@ def _gemm_family(
             symbol=f"{symbol}_{suffix}",
             priority=priority,
         )
-        for op in _GEMM_OPS
+        for op in GEMM_OPS
         for suffix, pair in _PAIRS.items()
     ]
 
@@ -134,7 +135,7 @@ _CUBLASLT = tuple(
         ),
         priority=10,
     )
-    for op in _GEMM_OPS
+    for op in GEMM_OPS
     for prec in ("f32", "tf32")
 )
 
