@@ -4,14 +4,15 @@
 a Program compiles lazily: the first `step(x, y)` (or `predict(x)`) with a
 batch size builds `@train_step` (or `@predict`) for that shape, runs the
 train pipeline (passes/pipelines.py) and loads the exec program on the
-backend. Entries are cached per (function, x shape, x dtype); a smaller last
-batch simply compiles once more. Every entry is loaded against ONE
+backend. Entries are cached per (function, x shape); a smaller last batch
+simply compiles once more. Every entry is loaded against ONE
 BufferStore, so all of them read and update the same parameter arrays.
 
 Input rules (checked before anything runs; errors name the input):
 
 - x: float32 (the parameters' dtype), shape [N, in_features]; floats are
-  never cast silently.
+  never cast silently. The model checks each shape once; later batches of
+  that shape only have their dtype checked.
 - y for loss="cross_entropy": integer class labels, shape [N], each in
   [0, num_classes). Any integer dtype is accepted and converted to int32 (the
   IR's label type); a float array is an error.
@@ -96,25 +97,33 @@ def _host_array(name: str, a: Any, dtype: np.dtype | None) -> np.ndarray:
 def check_x(model: Module, x: Any, dtype: np.dtype) -> np.ndarray:
     """x as a contiguous host array of `dtype` and shape [N, in_features] that `model`
     takes; InputError naming "x" otherwise (the checks of `Program.predict`)."""
-    xa = _host_array("x", x, dtype)
+    xa = _x_of_dtype(x, dtype, device=False)
+    _model_output_shape(model, xa.shape)
+    return xa
+
+
+def _x_of_dtype(x: Any, dtype: np.dtype, device: bool) -> Any:
+    """x (a host or `device` array) in row-major order; InputError unless its dtype is `dtype`."""
+    xa = x if device else _host_array("x", x, dtype)
     if xa.dtype != dtype:
         raise InputError(
             f'input "x": expected dtype {dtype}, got {xa.dtype} (convert with x.astype(np.{dtype}))'
         )
-    _check_x_shape(model, xa.shape)
-    return np.ascontiguousarray(xa)
+    return _contiguous(xa, device)
 
 
-def _check_x_shape(model: Module, shape: tuple[int, ...]) -> None:
+def _model_output_shape(model: Module, x_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The model's output shape for inputs of `x_shape`; InputError naming "x" when the
+    model cannot take them."""
     n_in = model.input_features()
     expected = f"[N, {n_in}]" if n_in is not None else "[N, ...]"
     try:
-        if len(shape) < 1 or shape[0] < 1:
+        if len(x_shape) < 1 or x_shape[0] < 1:
             raise ShapeError("empty batch")
-        model.output_shape(shape)
+        return model.output_shape(x_shape)
     except ShapeError as e:
         raise InputError(
-            f'input "x": expected shape {expected}, got {_shape(shape)} ({e})'
+            f'input "x": expected shape {expected}, got {_shape(x_shape)} ({e})'
         ) from None
 
 
@@ -188,7 +197,8 @@ class Program:
             role = "param" if name in params else "state"
             self.store.declare(name, value.shape, value.dtype, role)
         self.store.load_state_dict(init)
-        self._compiled: dict[tuple[str, tuple[int, ...], str], CompiledFunction] = {}
+        self._compiled: dict[tuple[str, tuple[int, ...]], CompiledFunction] = {}
+        self._output_shapes: dict[tuple[int, ...], tuple[int, ...]] = {}
         self._last: dict[str, CompiledFunction] = {}
         self._warned: set[str] = set()
 
@@ -212,7 +222,7 @@ class Program:
         Raises InputError naming "x" or "y" for a wrong shape, dtype or label.
         """
         xa = self._check_x(x)
-        ya = self._check_y(y, xa.shape, check_range=sync)
+        ya = self._check_y(y, self._output_shape(xa.shape), check_range=sync)
         exe = self._entry("train_step", xa.shape).executable
         assert exe is not None
         if not sync:
@@ -226,6 +236,7 @@ class Program:
         (CuPy on the GPU), returned without waiting.
         """
         xa = self._check_x(x)
+        self._output_shape(xa.shape)
         exe = self._entry("predict", xa.shape).executable
         assert exe is not None
         if not sync:
@@ -326,7 +337,7 @@ class Program:
 
         if x is not None:
             host = x.get() if _on_device(x) else x  # the analysis runs on the host
-            xa = self._check_x(host)
+            xa = check_x(self.model, host, self.dtype)
             module = self._graph_level("predict", xa.shape)
             return measure(module, {**self.parameters(), "x": xa}, "predict", thresholds)
         return analyze_module(self._graph_level("predict", self._x_shape(batch_size)))
@@ -356,23 +367,23 @@ class Program:
         return True
 
     def _check_x(self, x: Any) -> Any:
-        device = self._device_input("x", x)
-        if not device:
-            return check_x(self.model, x, self.dtype)
-        if x.dtype != self.dtype:
-            raise InputError(
-                f'input "x": expected dtype {self.dtype}, got {x.dtype} '
-                f"(convert with x.astype(np.{self.dtype}))"
-            )
-        _check_x_shape(self.model, tuple(x.shape))
-        return _contiguous(x, device)
+        """x of the parameters' dtype, in row-major order (`_output_shape` checks its shape)."""
+        return _x_of_dtype(x, self.dtype, self._device_input("x", x))
 
-    def _check_y(self, y: Any, x_shape: tuple[int, ...], check_range: bool = True) -> Any:
+    def _output_shape(self, x_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The model's output shape for inputs of `x_shape`: the model checks each shape
+        once (InputError naming "x" if it does not fit), later steps look it up."""
+        out = self._output_shapes.get(x_shape)
+        if out is None:
+            out = self._output_shapes[x_shape] = _model_output_shape(self.model, x_shape)
+        return out
+
+    def _check_y(self, y: Any, out_shape: tuple[int, ...], check_range: bool = True) -> Any:
+        """y against the model's output `out_shape` for this batch (see the module docstring)."""
         device = self._device_input("y", y)
-        out_shape = self.model.output_shape(x_shape)
         mse = self.loss == "mse"
         ya = y if device else _host_array("y", y, self.dtype if mse else None)
-        if self.loss == "mse":
+        if mse:
             if ya.dtype != self.dtype or ya.shape != out_shape:
                 raise InputError(
                     f'input "y": mse targets must be {self.dtype}{_shape(out_shape)} '
@@ -384,9 +395,9 @@ class Program:
                 f'input "y": cross_entropy takes integer class labels, got dtype {ya.dtype} '
                 "(convert with y.astype(np.int32) if they are whole numbers)"
             )
-        if ya.shape != (x_shape[0],):
+        if ya.shape != out_shape[:1]:
             raise InputError(
-                f'input "y": expected shape [{x_shape[0]}] (one label per row of x), '
+                f'input "y": expected shape [{out_shape[0]}] (one label per row of x), '
                 f"got {_shape(ya.shape)}"
             )
         classes = out_shape[-1]
@@ -400,10 +411,10 @@ class Program:
         return _contiguous(ya.astype(LABEL_DTYPE, copy=False), device)
 
     def _entry(self, function: str, x_shape: tuple[int, ...]) -> CompiledFunction:
-        key = (function, tuple(x_shape), str(self.dtype))
+        key = (function, x_shape)
         entry = self._compiled.get(key)
         if entry is None:
-            entry = self._compile(function, tuple(x_shape))
+            entry = self._compile(function, x_shape)
             self._compiled[key] = entry
         self._last[function] = entry
         return entry
