@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from aicfc.runtime import cuda_abi
+from aicfc.runtime import cuda_abi, cuda_launch, registry
 from aicfc.runtime.cuda_abi import CallbackLaunch, CudaKernelError, Launch
 from aicfc.runtime.registry import KernelSpec
 
@@ -92,8 +92,7 @@ class CublasLt:
     ) -> Launch:
         """One cublasLtMatmul computing D = [relu](op(A) op(B) [+ bias]) (row-major, float32)."""
         lt, cublas = self.lt, self.cublas
-        m, k = (a.shape[1], a.shape[0]) if ta else a.shape
-        n = b.shape[0] if tb else b.shape[1]
+        m, n, k = cuda_launch.gemm_mnk(a, b, ta, tb)
         compute = (
             cublas.ComputeType.COMPUTE_32F_FAST_TF32 if tf32 else cublas.ComputeType.COMPUTE_32F
         )
@@ -194,8 +193,6 @@ class CublasLt:
         ctx: Any,
     ) -> list[Launch]:
         """The launches of a cuBLASLt registry entry (matmul or gemm_epilogue)."""
-        from aicfc.runtime import cuda_launch, registry
-
         a, b, bias, y, z, act, ta, tb = cuda_launch.gemm_operands(spec, ins, outs, params)
         if act not in ("none", "relu"):
             raise CudaKernelError(
