@@ -27,9 +27,6 @@ from xdsl.builder import Builder
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     ArrayAttr,
-    Float32Type,
-    Float64Type,
-    IntegerType,
     ModuleOp,
     TensorType,
     f32,
@@ -71,16 +68,6 @@ def element_type(dtype: np.dtype | type) -> Attribute:
     if dt not in _ELEMENT_TYPES:
         raise TypeError(f"dtype {dt} has no IR element type (use float32, float64, int32, int64)")
     return _ELEMENT_TYPES[dt]
-
-
-def numpy_dtype(t: Attribute) -> np.dtype:
-    """The NumPy dtype of a builtin element type (inverse of `element_type`)."""
-    for dt, et in _ELEMENT_TYPES.items():
-        if et == t:
-            return dt
-    if isinstance(t, Float32Type | Float64Type | IntegerType):
-        raise TypeError(f"element type {t} has no NumPy dtype here")
-    raise TypeError(f"{t} is not a tensor element type")
 
 
 def tensor_type(shape: Sequence[int], dtype: np.dtype | type) -> TensorType[Attribute]:
@@ -284,6 +271,5 @@ __all__ = [
     "build_train_step",
     "element_type",
     "initial_values",
-    "numpy_dtype",
     "target_spec",
 ]
