@@ -98,7 +98,6 @@ class EmitContext:
     params: dict[str, SSAValue]
     training: bool
     rng_offset: SSAValue | None = None
-    stochastic: list[str] = field(default_factory=list)
     aliases: dict[str, str] = field(default_factory=dict)
 
     def param(self, name: str) -> SSAValue:
@@ -224,6 +223,10 @@ class Module:
     def input_features(self) -> int | None:
         """Features of the last input dimension this module requires, if it fixes one."""
         return None
+
+    def is_stochastic(self) -> bool:
+        """True if this module itself draws random numbers in the train step (dropout)."""
+        return False
 
     def extra_repr(self) -> str:
         return ""
@@ -410,7 +413,6 @@ class Dropout(Module):
         if not ctx.training or self.p == 0.0:
             return x
         assert ctx.rng_offset is not None, "the train step declares rng.offset for dropout"
-        ctx.stochastic.append(prefix)
         return ctx.add(graph.DropoutOp(x, ctx.rng_offset, self.p, self.seed))
 
     def is_stochastic(self) -> bool:
@@ -434,7 +436,7 @@ def parameter_aliases(model: Module) -> dict[str, str]:
 
 def has_dropout(model: Module) -> bool:
     """True if any submodule draws random numbers in the train step."""
-    return any(getattr(m, "is_stochastic", lambda: False)() for _, m in model.named_modules())
+    return any(m.is_stochastic() for _, m in model.named_modules())
 
 
 def scalar_constant(ctx: EmitContext, value: int, element_type: IntegerType = i64) -> SSAValue:
