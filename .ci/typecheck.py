@@ -36,14 +36,15 @@ def build_tree() -> dict[str, str]:
     """Lay out the symlink tree; return tree prefix -> source prefix (both with a slash)."""
     shutil.rmtree(TREE, ignore_errors=True)
     prefixes: dict[str, str] = {}
-    for package, folder in sorted(package_dirs().items(), key=lambda kv: kv[0].count(".")):
+    packages = package_dirs()
+    for package, folder in sorted(packages.items(), key=lambda kv: kv[0].count(".")):
         dest = TREE.joinpath(*package.split("."))
         dest.mkdir(parents=True, exist_ok=True)
         src = ROOT / folder
         for entry in sorted(src.iterdir()):
             if entry.name == "__pycache__" or entry.name.startswith("."):
                 continue
-            if entry.is_dir() and f"{package}.{entry.name}" in package_dirs():
+            if entry.is_dir() and f"{package}.{entry.name}" in packages:
                 continue  # a mapped subpackage gets its own folder
             (dest / entry.name).symlink_to(entry)
         prefixes[os.path.relpath(dest, ROOT) + "/"] = folder.rstrip("/") + "/"
