@@ -97,7 +97,7 @@ def _host_array(name: str, a: Any, dtype: np.dtype | None) -> np.ndarray:
 def check_x(model: Module, x: Any, dtype: np.dtype) -> np.ndarray:
     """x as a contiguous host array of `dtype` and shape [N, in_features] that `model`
     takes; InputError naming "x" otherwise (the checks of `Program.predict`)."""
-    xa = _x_of_dtype(x, dtype, device=False)
+    xa: np.ndarray = _x_of_dtype(x, dtype, device=False)
     _model_output_shape(model, xa.shape)
     return xa
 
