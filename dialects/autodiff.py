@@ -29,7 +29,7 @@ from xdsl.dialects.builtin import (
     f32,
     i64,
 )
-from xdsl.ir import Dialect, SSAValue
+from xdsl.ir import Attribute, Dialect, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     VarConstraint,
@@ -52,6 +52,7 @@ from aicfc.dialects.base import AicfcOp
 from aicfc.dialects.flags import ADAM_TRIPLET, OUT0_IN0, SGD_PAIR, OpFlag, OpInfo
 from aicfc.dialects.graph import Activation, ActivationAttr
 from aicfc.dialects.tensors import (
+    axis_in_range,
     fmt_shape,
     is_int,
     numel,
@@ -235,11 +236,35 @@ class SoftmaxGradOp(AicfcOp):
     def verify_(self) -> None:
         t = ranked(self.name, "grad", self.grad)
         require_float(self.name, "grad", t)
-        rank = len(t.get_shape())
-        if not -rank <= self.axis.value.data < rank:
-            raise VerifyException(
-                f"{self.name}: axis {self.axis.value.data} is out of range for rank {rank}"
-            )
+        axis_in_range(self.name, self.axis.value.data, len(t.get_shape()))
+
+
+def _require_scalar_grad(op_name: str, grad: SSAValue, like: TensorType[Attribute]) -> None:
+    """The incoming loss gradient: a scalar of the loss's element type."""
+    g = ranked(op_name, "grad", grad)
+    if g != tensor((), like.element_type):
+        raise VerifyException(f"{op_name}: grad must be tensor<{like.element_type}>, got {g}")
+
+
+def _verify_cross_entropy_operands(
+    op_name: str, logits: SSAValue, labels: SSAValue, grad: SSAValue
+) -> TensorType[Attribute]:
+    """Float logits [N, C] (N * C > 0), i32/i64 labels [N], scalar grad; returns the logits type."""
+    x = ranked(op_name, "logits", logits)
+    y = ranked(op_name, "labels", labels)
+    require_float(op_name, "logits", x)
+    if len(x.get_shape()) != 2 or not is_int(y.element_type):
+        raise VerifyException(
+            f"{op_name}: expected logits [N, C] and i32/i64 labels [N], got {x} and {y}"
+        )
+    require_nonempty(op_name, "logits", x)
+    if tuple(y.get_shape()) != (x.get_shape()[0],):
+        raise VerifyException(
+            f"{op_name}: labels must have shape [{x.get_shape()[0]}], got "
+            f"{fmt_shape(y.get_shape())}"
+        )
+    _require_scalar_grad(op_name, grad, x)
+    return x
 
 
 @irdl_op_definition
@@ -267,22 +292,7 @@ class CrossEntropyGradOp(AicfcOp):
         super().__init__(operands=[logits, labels, grad], result_types=[logits.type])
 
     def verify_(self) -> None:
-        x = ranked(self.name, "logits", self.logits)
-        y = ranked(self.name, "labels", self.labels)
-        g = ranked(self.name, "grad", self.grad)
-        require_float(self.name, "logits", x)
-        if len(x.get_shape()) != 2 or not is_int(y.element_type):
-            raise VerifyException(
-                f"{self.name}: expected logits [N, C] and i32/i64 labels [N], got {x} and {y}"
-            )
-        require_nonempty(self.name, "logits", x)
-        if tuple(y.get_shape()) != (x.get_shape()[0],):
-            raise VerifyException(
-                f"{self.name}: labels must have shape [{x.get_shape()[0]}], got "
-                f"{fmt_shape(y.get_shape())}"
-            )
-        if g != tensor((), x.element_type):
-            raise VerifyException(f"{self.name}: grad must be tensor<{x.element_type}>, got {g}")
+        x = _verify_cross_entropy_operands(self.name, self.logits, self.labels, self.grad)
         require_result(self.name, self.result.type, x)
 
 
@@ -340,21 +350,7 @@ class CrossEntropyWithGradOp(AicfcOp):
         )
 
     def verify_(self) -> None:
-        x = ranked(self.name, "logits", self.logits)
-        y = ranked(self.name, "labels", self.labels)
-        g = ranked(self.name, "grad", self.grad)
-        require_float(self.name, "logits", x)
-        if len(x.get_shape()) != 2 or not is_int(y.element_type):
-            raise VerifyException(
-                f"{self.name}: expected logits [N, C] and i32/i64 labels [N], got {x} and {y}"
-            )
-        if tuple(y.get_shape()) != (x.get_shape()[0],):
-            raise VerifyException(
-                f"{self.name}: labels must have shape [{x.get_shape()[0]}], got "
-                f"{fmt_shape(y.get_shape())}"
-            )
-        if g != tensor((), x.element_type):
-            raise VerifyException(f"{self.name}: grad must be tensor<{x.element_type}>, got {g}")
+        x = _verify_cross_entropy_operands(self.name, self.logits, self.labels, self.grad)
         require_result(self.name, self.loss.type, tensor((), x.element_type))
         require_result(self.name, self.grad_logits.type, x)
         if self.grad_bias is not None:
@@ -387,13 +383,11 @@ class MseLossGradOp(AicfcOp):
     def verify_(self) -> None:
         p = ranked(self.name, "pred", self.pred)
         t = ranked(self.name, "target", self.target)
-        g = ranked(self.name, "grad", self.grad)
         require_float(self.name, "pred", p)
         if p != t:
             raise VerifyException(f"{self.name}: pred {p} and target {t} must have one type")
         require_nonempty(self.name, "pred", p)
-        if g != tensor((), p.element_type):
-            raise VerifyException(f"{self.name}: grad must be tensor<{p.element_type}>, got {g}")
+        _require_scalar_grad(self.name, self.grad, p)
         require_result(self.name, self.result.type, p)
 
 

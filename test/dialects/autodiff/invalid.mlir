@@ -201,3 +201,12 @@ func.func @cross_entropy_with_grad_dloss(%x: tensor<8x10xf32>, %y: tensor<8xi32>
   %l, %dx = autodiff.cross_entropy_with_grad %x, %y, %dl : (tensor<8x10xf32>, tensor<8xi32>, tensor<8xf32>) -> (tensor<f32>, tensor<8x10xf32>)
   func.return
 }
+
+// -----
+
+// Was accepted: the fused loss-and-gradient op skipped the check its parts make.
+func.func @cross_entropy_with_grad_empty(%x: tensor<0x10xf32>, %y: tensor<0xi32>, %dl: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.cross_entropy_with_grad: logits must have at least one element (a mean over none is undefined), got [0, 10]
+  %l, %dx = autodiff.cross_entropy_with_grad %x, %y, %dl : (tensor<0x10xf32>, tensor<0xi32>, tensor<f32>) -> (tensor<f32>, tensor<0x10xf32>)
+  func.return
+}
