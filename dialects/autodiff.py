@@ -488,15 +488,13 @@ class EpilogueGradOp(AicfcOp):
 # ----------------------------------------------------------------------------
 
 
-def _check_hyperparameters(
-    op: AicfcOp, finite: tuple[str, ...], non_negative: tuple[str, ...]
-) -> None:
-    """Optimizer hyperparameters: finite, and >= 0 where torch.optim requires it."""
-    for what in finite:
+def _check_hyperparameters(op: AicfcOp, names: tuple[str, ...]) -> None:
+    """Optimizer hyperparameters: finite and >= 0 (torch.optim refuses negative ones)."""
+    for what in names:
         v = getattr(op, what).value.data
         if not math.isfinite(v):
             raise VerifyException(f"{op.name}: {what} must be finite, got {v}")
-        if what in non_negative and v < 0.0:
+        if v < 0.0:
             raise VerifyException(f"{op.name}: {what} must be non-negative, got {v}")
 
 
@@ -591,12 +589,7 @@ class AdamStepOp(AicfcOp):
             b = getattr(self, what).value.data
             if not 0.0 <= b < 1.0:
                 raise VerifyException(f"{self.name}: {what} must be in [0, 1), got {b}")
-        if self.eps.value.data < 0.0 or self.lr.value.data < 0.0:
-            raise VerifyException(
-                f"{self.name}: lr and eps must be non-negative, got lr = {self.lr.value.data}, "
-                f"eps = {self.eps.value.data}"
-            )
-        _check_hyperparameters(self, ("lr", "eps", "weight_decay"), ("weight_decay",))
+        _check_hyperparameters(self, ("lr", "eps", "weight_decay"))
 
 
 @irdl_op_definition
@@ -667,8 +660,7 @@ class SgdStepOp(AicfcOp):
 
     def verify_(self) -> None:
         require_float(self.name, "param", ranked(self.name, "param", self.param))
-        names = ("lr", "momentum", "weight_decay")  # torch.optim.SGD refuses negative ones
-        _check_hyperparameters(self, names, names)
+        _check_hyperparameters(self, ("lr", "momentum", "weight_decay"))
         has_buf = self.momentum_buffer is not None
         if (self.momentum.value.data != 0.0) != has_buf:
             raise VerifyException(
