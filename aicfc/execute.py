@@ -80,17 +80,19 @@ def find_program(module: ModuleOp, fn: str | None = None) -> ex.ProgramOp:
     """The exec.program `fn` of `module`, or its only one; ValueError lists the names."""
     programs = [op for op in module.walk() if isinstance(op, ex.ProgramOp)]
     names = [p.sym_name.data for p in programs]
+    if not programs:
+        raise ValueError("the module has no function to run")
     if fn is None:
         if len(programs) != 1:
             raise ValueError(
-                f"the module has {len(programs)} functions ({', '.join(names) or 'none'}); "
+                f"the module has {len(programs)} functions ({', '.join(names)}); "
                 "name the one to run"
             )
         return programs[0]
     for p in programs:
         if p.sym_name.data == fn:
             return p
-    raise ValueError(f"no function @{fn} in the module (functions: {', '.join(names) or 'none'})")
+    raise ValueError(f"no function @{fn} in the module (functions: {', '.join(names)})")
 
 
 @dataclass

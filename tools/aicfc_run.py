@@ -232,10 +232,14 @@ def _describe(name: str, a: np.ndarray) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        with open(args.file) as f:
+        with open(args.file, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
         raise RunError(f"cannot open '{args.file}': {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise RunError(
+            f"cannot read '{args.file}': not UTF-8 text ({e.reason} at byte {e.start})"
+        ) from None
     if args.output:
         check_output_path(args.output)
     module = parse_module(text, args.file)
@@ -316,6 +320,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.steps < 1 or args.label_classes < 1:
         print("aicfc-run: error: --steps and --label-classes must be >= 1", file=sys.stderr)
+        return 1
+    if args.seed < 0:  # numpy.random.default_rng said only "expected non-negative integer"
+        print(f"aicfc-run: error: --seed must be >= 0, got {args.seed}", file=sys.stderr)
         return 1
     try:
         return run(args)

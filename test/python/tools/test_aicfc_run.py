@@ -112,8 +112,9 @@ def test_predict_function_has_no_loss(capsys):
         ({"q": np.zeros(2)}, [], "--inputs has 'q', which @train_step does not take"),
         (None, ["-i", "/nonexistent/in.npz"], "cannot read inputs '/nonexistent/in.npz'"),
         (None, ["--steps", "0"], "--steps and --label-classes must be >= 1"),
+        (None, ["--seed", "-1"], "--seed must be >= 0, got -1"),
     ],
-    ids=["function", "npz-dtype", "npz-unknown", "npz-missing", "steps"],
+    ids=["function", "npz-dtype", "npz-unknown", "npz-missing", "steps", "seed"],
 )
 def test_errors_are_one_line(tmp_path, capsys, make, args, message):
     if make is not None:
@@ -122,6 +123,22 @@ def test_errors_are_one_line(tmp_path, capsys, make, args, message):
     assert main([DIGITS, *args]) == 1
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\xff\xfe", "cannot read '{path}': not UTF-8 text (invalid start byte at byte 0)"),
+        (b"", "aicfc-run: error: the module has no function to run"),
+    ],
+    ids=["not-utf8", "empty"],
+)
+def test_unusable_file_is_one_line(tmp_path, capsys, content, message):
+    path = tmp_path / "f.mlir"
+    path.write_bytes(content)
+    assert main([str(path)]) == 1
+    err = capsys.readouterr().err
+    assert message.format(path=path) in err and "Traceback" not in err
 
 
 def test_ir_error_is_located(tmp_path, capsys):
