@@ -91,15 +91,14 @@ def analyze(
     from aicfc.builder import build_predict
     from aicfc.program import Program, check_x
 
+    if x is None and input_shape is None:
+        raise ValueError("analyze: give input_shape=(N, in_features) or a batch x")
     if isinstance(model, Program):
-        if x is None and input_shape is None:
-            raise ValueError("analyze: give input_shape=(N, in_features) or a batch x")
-        if x is None and input_shape is not None:
+        if x is None:
+            assert input_shape is not None
             model.model.output_shape(tuple(input_shape))  # nn.ShapeError if it does not fit
             return model.report(batch_size=int(input_shape[0]), thresholds=thresholds)
         return model.report(x, thresholds=thresholds)
-    if x is None and input_shape is None:
-        raise ValueError("analyze: give input_shape=(N, in_features) or a batch x")
     named = dict(model.named_parameters())
     dtype = next(iter(named.values())).dtype if named else np.dtype(np.float32)
     if x is not None:
