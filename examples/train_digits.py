@@ -88,8 +88,11 @@ def emit_mlir(path: str, seed: int, lr: float, batch: int) -> None:
 
     aicfc.manual_seed(seed)
     module = build_module(make_model(), "cross_entropy", optim.Adam(lr=lr), batch)
-    with open(path, "w") as f:
-        f.write(MLIR_HEADER.format(lr=lr, batch=batch) + aicfc.print(module))
+    try:
+        with open(path, "w") as f:
+            f.write(MLIR_HEADER.format(lr=lr, batch=batch) + aicfc.print(module))
+    except OSError as e:
+        sys.exit(f"train_digits: cannot write '{path}': {e.strerror}")
 
 
 def positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:

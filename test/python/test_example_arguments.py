@@ -1,4 +1,4 @@
-"""examples/train_digits.py refuses bad numbers with argparse's one-line usage error.
+"""examples/train_digits.py refuses bad numbers (argparse's usage error) and paths in one line.
 
 Regression: `--batch-size 0` ended in `ValueError: range() arg 3 must not be zero`.
 """
@@ -42,3 +42,11 @@ def test_bad_numbers_are_usage_errors(capsys, args, message):
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert err.endswith(f": error: {message}\n") and "Traceback" not in err
+
+
+def test_unwritable_emit_mlir_path_is_one_line(tmp_path):
+    pytest.importorskip("sklearn", reason="the example needs the [examples] extra")
+    target = tmp_path / "missing" / "step.mlir"
+    with pytest.raises(SystemExit) as info:
+        example().main(["--emit-mlir", str(target)])
+    assert info.value.code == f"train_digits: cannot write '{target}': No such file or directory"
