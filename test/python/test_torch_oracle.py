@@ -21,6 +21,7 @@ from threadpoolctl import threadpool_limits
 
 import aicfc
 from aicfc import nn, optim
+from support import rel_err
 
 TOL = 1e-4
 BATCH = 64
@@ -35,12 +36,6 @@ def _single_threaded_blas():
         torch.set_num_threads(1)
         yield
         torch.set_num_threads(previous)
-
-
-def rel_err(ours: np.ndarray, ref: np.ndarray) -> float:
-    ref = np.asarray(ref, dtype=np.float64)
-    scale = float(np.max(np.abs(ref)))
-    return float(np.max(np.abs(np.asarray(ours, dtype=np.float64) - ref))) / max(scale, 1e-30)
 
 
 @pytest.fixture(scope="module")

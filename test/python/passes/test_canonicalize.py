@@ -20,13 +20,14 @@ import sys
 import numpy as np
 import pytest
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.transforms.canonicalize import CanonicalizePass
 
 from aicfc.context import make_context
 from aicfc.ir import parse_module
 from aicfc.passes import get_all_passes
-from aicfc.runtime.interpreter import find_func, numpy_dtype, run_func
+from aicfc.runtime.interpreter import find_func, run_func
+from support import random_args
 
 
 def canonicalize(module: ModuleOp, then: tuple[str, ...] = ()) -> ModuleOp:
@@ -38,14 +39,6 @@ def canonicalize(module: ModuleOp, then: tuple[str, ...] = ()) -> ModuleOp:
         p.apply(ctx, out)
     out.verify()
     return out
-
-
-def random_args(fn: func.FuncOp, rng: np.random.Generator) -> list[np.ndarray]:
-    args = []
-    for t in fn.function_type.inputs.data:
-        assert isinstance(t, TensorType)
-        args.append(rng.standard_normal(t.get_shape()).astype(numpy_dtype(t.element_type)))
-    return args
 
 
 def run_both(text: str, then: tuple[str, ...] = (), seed: int = 0):

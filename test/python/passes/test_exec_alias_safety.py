@@ -9,15 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aicfc.context import make_context
 from aicfc.dialects import exec as ex
 from aicfc.dialects.roles import arg_name, arg_role, result_names
 from aicfc.ir import parse_module
-from aicfc.passes.aicfc_fold_inplace import AicfcFoldInplacePass
-from aicfc.passes.aicfc_lower_exec import AicfcLowerExecPass
-from aicfc.passes.aicfc_plan_memory import AicfcPlanMemoryPass
 from aicfc.runtime.backend import get_backend
 from aicfc.runtime.interpreter import find_func, numpy_dtype, run_func
+from support import exec_program
 
 TOL = 1e-6
 
@@ -134,19 +131,6 @@ func.func @f(%g: tensor<3xf32> {A % "g"}, %w: tensor<3xf32> {P % "w"}, %b: tenso
 }
 
 
-def compile_program(text: str, fold: bool, plan: bool = True) -> ex.ProgramOp:
-    module = parse_module(text)
-    ctx = make_context()
-    AicfcLowerExecPass().apply(ctx, module)
-    if fold:
-        AicfcFoldInplacePass().apply(ctx, module)
-    if plan:
-        AicfcPlanMemoryPass().apply(ctx, module)
-    module.verify()
-    (program,) = [p for p in module.walk() if isinstance(p, ex.ProgramOp)]
-    return program
-
-
 def run_steps(program: ex.ProgramOp, inputs, state):
     backend = get_backend("numpy")
     store = backend.create_store()
@@ -159,7 +143,7 @@ def run_steps(program: ex.ProgramOp, inputs, state):
 @pytest.mark.parametrize("case", list(CASES))
 def test_refused_aliases_keep_separate_buffers_and_results_match(case):
     text, refused = CASES[case]
-    folded = compile_program(text, fold=True)
+    folded = exec_program(text, fold=True)
     for kernel, o, i in refused:
         (launch,) = [op for op in ex.launches(folded) if getattr(op, "kernel_name", "") == kernel]
         assert launch.outputs[o] is not launch.inputs[i], f"{kernel} out{o} was folded into in{i}"
@@ -188,7 +172,7 @@ def test_refused_aliases_keep_separate_buffers_and_results_match(case):
     inputs = [draw(lambda r: r == "input") for _ in range(2)]
 
     got_folded = run_steps(folded, inputs, state)
-    got_plain = run_steps(compile_program(text, fold=False, plan=False), inputs, state)
+    got_plain = run_steps(exec_program(text, fold=False, plan=False), inputs, state)
 
     names = result_names(fn)
     interp_state = dict(state)

@@ -17,15 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aicfc.context import make_context
 from aicfc.dialects import exec as ex
 from aicfc.dialects.roles import arg_name, arg_role, result_names
 from aicfc.ir import parse_module
-from aicfc.passes.aicfc_fold_inplace import AicfcFoldInplacePass
-from aicfc.passes.aicfc_lower_exec import AicfcLowerExecPass
-from aicfc.passes.aicfc_plan_memory import AicfcPlanMemoryPass
 from aicfc.runtime.backend import get_backend
 from aicfc.runtime.interpreter import find_func, numpy_dtype, run_func
+from support import exec_program, rel_err
 
 TOL = 1e-6
 
@@ -93,25 +90,6 @@ VARIANTS = {
 }
 
 
-def rel_err(got: np.ndarray, want: np.ndarray) -> float:
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    scale = max(float(np.max(np.abs(want))) if want.size else 0.0, 1e-30)
-    return float(np.max(np.abs(got - want))) / scale if want.size else 0.0
-
-
-def compile_variant(text: str, fold: bool, plan: bool) -> ex.ProgramOp:
-    module = parse_module(text)
-    ctx = make_context()
-    AicfcLowerExecPass().apply(ctx, module)
-    if fold:
-        AicfcFoldInplacePass().apply(ctx, module)
-    if plan:
-        AicfcPlanMemoryPass().apply(ctx, module)
-    module.verify()
-    (program,) = [p for p in module.walk() if isinstance(p, ex.ProgramOp)]
-    return program
-
-
 def random_args(fn, rng) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """(inputs, param/state) by name: random normals; labels in range; counters >= 1."""
     inputs, state = {}, {}
@@ -139,7 +117,7 @@ def check_steps(text: str, fname: str, steps: int, fold: bool, plan: bool, seed:
 
     backend = get_backend("numpy")
     store = backend.create_store()
-    program = backend.load(compile_variant(text, fold, plan), store)
+    program = backend.load(exec_program(text, fold, plan), store)
     store.load_state_dict(state)
     for k, inputs in enumerate(batches):
         want = dict(zip(names, run_func(fn, {**inputs, **state}), strict=True))
@@ -171,8 +149,8 @@ def _count(program: ex.ProgramOp, pred: Callable[[object], bool]) -> int:
 
 
 def test_the_passes_do_their_job_on_the_train_step():
-    lowered = compile_variant(TRAIN_STEP, False, False)
-    folded = compile_variant(TRAIN_STEP, True, True)
+    lowered = exec_program(TRAIN_STEP, False, False)
+    folded = exec_program(TRAIN_STEP, True, True)
     is_alloc = lambda op: isinstance(op, ex.AllocOp)  # noqa: E731
     is_copy = lambda op: isinstance(op, ex.CopyOp)  # noqa: E731
     assert _count(lowered, is_copy) == 12  # one copy-back per param (4) and state (8)

@@ -14,28 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aicfc.context import make_context
 from aicfc.dialects import exec as ex
 from aicfc.ir import parse_module
-from aicfc.passes.aicfc_fold_inplace import AicfcFoldInplacePass
-from aicfc.passes.aicfc_lower_exec import AicfcLowerExecPass
-from aicfc.passes.aicfc_plan_memory import AicfcPlanMemoryPass, plan
+from aicfc.passes.aicfc_plan_memory import plan
 from aicfc.runtime.backend import get_backend
 from aicfc.runtime.interpreter import find_func, run_func
+from support import exec_program
 
 TRAIN_STEP = (Path(__file__).parent / "test_exec_train_step.mlir").read_text()
-
-
-def compile_text(text: str, fold: bool, alignment: int = 256) -> ex.ProgramOp:
-    module = parse_module(text)
-    ctx = make_context()
-    AicfcLowerExecPass().apply(ctx, module)
-    if fold:
-        AicfcFoldInplacePass().apply(ctx, module)
-    AicfcPlanMemoryPass(alignment=alignment).apply(ctx, module)
-    module.verify()
-    (program,) = [p for p in module.walk() if isinstance(p, ex.ProgramOp)]
-    return program
 
 
 def assert_sound(program: ex.ProgramOp, alignment: int) -> int:
@@ -74,7 +60,7 @@ def assert_sound(program: ex.ProgramOp, alignment: int) -> int:
 @pytest.mark.parametrize("fold", [False, True], ids=["lowered", "folded"])
 @pytest.mark.parametrize("alignment", [1, 64, 256])
 def test_train_step_plan_is_sound(fold, alignment):
-    program = compile_text(TRAIN_STEP, fold, alignment)
+    program = exec_program(TRAIN_STEP, fold, alignment=alignment)
     peak = assert_sound(program, alignment)
     arena = program.arena_size.value.data
     assert peak <= arena  # no plan beats the bytes live at the busiest launch
@@ -168,7 +154,7 @@ def random_program(rng: random.Random) -> str:
 def test_random_programs_plan_soundly_and_run_like_the_interpreter(seed):
     rng = random.Random(seed)
     text = random_program(rng)
-    program = compile_text(text, fold=True)
+    program = exec_program(text, fold=True, alignment=256)
     assert_sound(program, 256)
 
     nrng = np.random.default_rng(seed)

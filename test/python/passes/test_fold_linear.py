@@ -20,13 +20,14 @@ import itertools
 import numpy as np
 import pytest
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import DiagnosticException
 
 from aicfc.context import make_context
 from aicfc.ir import parse_module
 from aicfc.passes.aicfc_fold_linear import AicfcFoldLinearPass
-from aicfc.runtime.interpreter import find_func, numpy_dtype, run_func
+from aicfc.runtime.interpreter import find_func, run_func
+from support import random_args
 
 RTOL, ATOL = 1e-4, 1e-5
 
@@ -94,11 +95,7 @@ def compare(text: str, force: bool = False, seed: int = 0) -> func.FuncOp:
     before = parse_module(text)
     after = fold(before, force)
     fb, fa = find_func(before), find_func(after)
-    rng = np.random.default_rng(seed)
-    args = []
-    for ty in fb.function_type.inputs.data:
-        assert isinstance(ty, TensorType)
-        args.append(rng.standard_normal(ty.get_shape()).astype(numpy_dtype(ty.element_type)))
+    args = random_args(fb, np.random.default_rng(seed))
     want, got = run_func(fb, args), run_func(fa, args)
     np.testing.assert_allclose(got[0], want[0], rtol=RTOL, atol=ATOL)
     return fa

@@ -45,7 +45,8 @@ from aicfc.passes.fusion_patterns import (
     HasEpilogueForm,
     Step,
 )
-from aicfc.runtime.interpreter import find_func, numpy_dtype, run_func
+from aicfc.runtime.interpreter import find_func, run_func
+from support import random_args
 
 RTOL, ATOL = 1e-5, 1e-6
 LIT_FILE = Path(__file__).resolve().parents[2] / "passes" / "aicfc-fuse.mlir"
@@ -57,14 +58,6 @@ def fuse(module: ModuleOp, patterns: str = "all") -> ModuleOp:
     AicfcFusePass(patterns=patterns).apply(make_context(), out)
     out.verify()
     return out
-
-
-def random_args(fn: func.FuncOp, rng: np.random.Generator) -> list[np.ndarray]:
-    args = []
-    for t in fn.function_type.inputs.data:
-        assert isinstance(t, TensorType)
-        args.append(rng.standard_normal(t.get_shape()).astype(numpy_dtype(t.element_type)))
-    return args
 
 
 def assert_same_results(before: func.FuncOp, after: func.FuncOp, seed: int) -> None:

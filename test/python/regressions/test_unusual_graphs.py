@@ -25,7 +25,6 @@ pass or in buffer aliasing, not precision.
 from __future__ import annotations
 
 import random
-from typing import Any
 
 import numpy as np
 import pytest
@@ -38,6 +37,7 @@ from aicfc.ir import parse_module
 from aicfc.runtime.interpreter import find_func, numpy_dtype, run_func
 from regressions.graphs import GRADIENTS, GRAPHS
 from regressions.random_steps import random_step
+from support import rel_err
 
 TOL = 1e-9
 FD_TOL = 1e-6
@@ -45,14 +45,6 @@ STEPS = 3
 FUSED = "aicfc-fuse,aicfc-expand-backward,aicfc-fuse,canonicalize,aicfc-fold-constants,cse"
 
 Values = dict[str, np.ndarray]
-
-
-def rel_err(got: Any, want: Any) -> float:
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    assert got.shape == want.shape
-    if not want.size:
-        return 0.0
-    return float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
 
 
 def random_arguments(text: str, rng: np.random.Generator, classes: int = 2) -> Values:

@@ -10,12 +10,8 @@ import types
 import numpy as np
 import pytest
 
-from aicfc.context import make_context
 from aicfc.dialects import exec as ex
 from aicfc.ir import parse_module
-from aicfc.passes.aicfc_fold_inplace import AicfcFoldInplacePass
-from aicfc.passes.aicfc_lower_exec import AicfcLowerExecPass
-from aicfc.passes.aicfc_plan_memory import AicfcPlanMemoryPass
 from aicfc.runtime.backend import (
     Backend,
     BackendUnavailable,
@@ -25,6 +21,7 @@ from aicfc.runtime.backend import (
 )
 from aicfc.runtime.interpreter import find_func, run_func
 from aicfc.runtime.numpy_backend import NumpyBackend
+from support import exec_programs, rel_err
 
 TRAIN = """
 func.func @train_step(%x: tensor<8x3xf32> {aicfc.role = "input", aicfc.name = "x"},
@@ -56,18 +53,6 @@ func.func @predict(%x: tensor<4x3xf32> {aicfc.role = "input", aicfc.name = "x"},
 NAMES = ("fc.weight", "fc.bias", "fc.weight.momentum_buffer")
 
 
-def lowered(text: str, fold: bool = True, plan: bool = True) -> dict[str, ex.ProgramOp]:
-    module = parse_module(text)
-    ctx = make_context()
-    AicfcLowerExecPass().apply(ctx, module)
-    if fold:
-        AicfcFoldInplacePass().apply(ctx, module)
-    if plan:
-        AicfcPlanMemoryPass().apply(ctx, module)
-    module.verify()
-    return {p.sym_name.data: p for p in module.walk() if isinstance(p, ex.ProgramOp)}
-
-
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
@@ -88,15 +73,11 @@ def batch(rng):
     }
 
 
-def rel_err(a, b):
-    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
-
-
 @pytest.mark.parametrize("fold", [True, False], ids=["folded", "copy-back"])
 def test_param_is_the_same_array_object_and_updated_in_place(rng, fold):
     backend = get_backend("numpy")
     store = backend.create_store()
-    step = backend.load(lowered(TRAIN, fold=fold)["train_step"], store)
+    step = backend.load(exec_programs(TRAIN, fold=fold)["train_step"], store)
     state = random_state(rng)
     store.load_state_dict(state)
     weight = store["fc.weight"]
@@ -114,7 +95,7 @@ def test_param_is_the_same_array_object_and_updated_in_place(rng, fold):
 
 
 def test_folded_program_writes_the_param_buffer_directly():
-    program = lowered(TRAIN)["train_step"]
+    program = exec_programs(TRAIN)["train_step"]
     sgd = [op for op in ex.launches(program) if getattr(op, "kernel_name", "") == "numpy.sgd_step"]
     assert len(sgd) == 2
     for launch in sgd:
@@ -125,7 +106,7 @@ def test_folded_program_writes_the_param_buffer_directly():
 def test_predict_sees_the_parameters_that_training_updated(rng):
     backend = get_backend("numpy")
     store = backend.create_store()
-    programs = lowered(TRAIN)
+    programs = exec_programs(TRAIN)
     step = backend.load(programs["train_step"], store)
     predict = backend.load(programs["predict"], store)
     assert predict.buffer("fc.weight") is step.buffer("fc.weight")
@@ -141,7 +122,7 @@ def test_predict_sees_the_parameters_that_training_updated(rng):
 def test_outputs_are_copies_that_later_steps_do_not_change(rng):
     backend = get_backend("numpy")
     store = backend.create_store()
-    step = backend.load(lowered(TRAIN)["train_step"], store)
+    step = backend.load(exec_programs(TRAIN)["train_step"], store)
     store.load_state_dict(random_state(rng))
     data = batch(rng)
     first = step.run(data)["loss"]
@@ -154,7 +135,7 @@ def test_outputs_are_copies_that_later_steps_do_not_change(rng):
 def test_new_externals_are_zero_filled_with_the_declared_shape_and_dtype():
     backend = get_backend("numpy")
     store = backend.create_store()
-    backend.load(lowered(TRAIN)["train_step"], store)
+    backend.load(exec_programs(TRAIN)["train_step"], store)
     assert store.names() == list(NAMES)
     assert store.spec("fc.weight") == ((2, 3), np.dtype(np.float32), "param")
     assert store.spec("fc.weight.momentum_buffer")[2] == "state"
@@ -179,7 +160,7 @@ def test_new_externals_are_zero_filled_with_the_declared_shape_and_dtype():
 )
 def test_bad_inputs_are_named(rng, change, message):
     backend = get_backend("numpy")
-    step = backend.load(lowered(TRAIN)["train_step"], backend.create_store())
+    step = backend.load(exec_programs(TRAIN)["train_step"], backend.create_store())
     data = batch(rng)
     change(data)
     with pytest.raises(InputError, match="@train_step: " + message):
@@ -187,7 +168,7 @@ def test_bad_inputs_are_named(rng, change, message):
 
 
 def test_planned_tmps_are_views_into_one_arena():
-    program = lowered(TRAIN)["train_step"]
+    program = exec_programs(TRAIN)["train_step"]
     backend = get_backend("numpy")
     step = backend.load(program, backend.create_store())
     assert program.arena_size is not None
@@ -196,7 +177,7 @@ def test_planned_tmps_are_views_into_one_arena():
     assert tmps and all(b.offset is not None for b in tmps)
     for b in tmps:
         assert np.shares_memory(step.arrays[b.slot], step.arena)
-    unplanned = backend.load(lowered(TRAIN, plan=False)["train_step"], backend.create_store())
+    unplanned = backend.load(exec_programs(TRAIN, plan=False)["train_step"], backend.create_store())
     assert unplanned.arena.nbytes == 0
 
 
@@ -212,7 +193,7 @@ func.func @ce(%x: tensor<4x3xf32> {aicfc.role = "input", aicfc.name = "logits"},
 
 def test_a_failing_kernel_is_named_with_its_location_and_operand_shapes():
     backend = get_backend("numpy")
-    ce = backend.load(lowered(CE)["ce"], backend.create_store())
+    ce = backend.load(exec_programs(CE)["ce"], backend.create_store())
     labels = np.array([0, 1, 2, 7], np.int32)  # 7 is out of range for 3 classes
     with pytest.raises(ExecError) as e:
         ce.run({"logits": np.zeros((4, 3), np.float32), "labels": labels})
@@ -314,4 +295,4 @@ def test_a_store_of_another_backend_is_refused():
 
     backend = get_backend("numpy")
     with pytest.raises(ExecError, match="a other store cannot back a numpy program"):
-        backend.load(lowered(CE)["ce"], Other().create_store())
+        backend.load(exec_programs(CE)["ce"], Other().create_store())

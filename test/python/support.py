@@ -1,0 +1,66 @@
+"""Helpers shared by the CPU test modules: `from support import exec_programs, rel_err, ...`.
+
+pyproject.toml puts test/python on sys.path (`pythonpath`), so this module imports
+the same way from every folder and in any test order (the test modules themselves
+are loaded with `--import-mode=importlib`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import TensorType
+
+from aicfc.dialects import exec as ex
+from aicfc.execute import find_program, run_pipeline
+from aicfc.ir import parse_module
+from aicfc.runtime.interpreter import numpy_dtype
+
+
+def _exec_module(text: str, fold: bool, plan: bool, alignment: int | None) -> Any:
+    passes = ["aicfc-lower-exec"]
+    if fold:
+        passes.append("aicfc-fold-inplace")
+    if plan:
+        passes.append(
+            f"aicfc-plan-memory{{alignment={alignment}}}" if alignment else "aicfc-plan-memory"
+        )
+    module = run_pipeline(parse_module(text), ",".join(passes))
+    module.verify()
+    return module
+
+
+def exec_programs(
+    text: str, fold: bool = True, plan: bool = True, alignment: int | None = None
+) -> dict[str, ex.ProgramOp]:
+    """Every exec.program, by name, of graph-level `text` after aicfc-lower-exec, then
+    aicfc-fold-inplace (fold) and aicfc-plan-memory{alignment} (plan), verified."""
+    module = _exec_module(text, fold, plan, alignment)
+    return {p.sym_name.data: p for p in module.walk() if isinstance(p, ex.ProgramOp)}
+
+
+def exec_program(
+    text: str, fold: bool = True, plan: bool = True, alignment: int | None = None
+) -> ex.ProgramOp:
+    """The only exec.program of `text` lowered as by `exec_programs`."""
+    return find_program(_exec_module(text, fold, plan, alignment))
+
+
+def random_args(fn: func.FuncOp, rng: np.random.Generator) -> list[np.ndarray]:
+    """Standard normal values for every argument of `fn`, in order, in its dtypes."""
+    args = []
+    for t in fn.function_type.inputs.data:
+        assert isinstance(t, TensorType)
+        args.append(rng.standard_normal(t.get_shape()).astype(numpy_dtype(t.element_type)))
+    return args
+
+
+def rel_err(got: Any, want: Any) -> float:
+    """max|got - want| / max|want| in float64 (0 for empty arrays; shapes must match)."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    assert got.shape == want.shape, f"shape {got.shape}, expected {want.shape}"
+    if not want.size:
+        return 0.0
+    return float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
