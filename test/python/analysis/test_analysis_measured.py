@@ -19,9 +19,8 @@ import aicfc
 from aicfc import nn
 from aicfc.analysis import analyze, measure
 from aicfc.builder import build_predict
-from aicfc.context import make_context
+from aicfc.execute import run_pipeline
 from aicfc.measured import Thresholds, effective_rank, energy_rank
-from aicfc.passes import get_all_passes
 
 RNG = np.random.default_rng(1234)
 
@@ -143,7 +142,7 @@ def test_fused_predict_measures_the_same():
     module = ModuleOp([build_predict(model, x.shape)])
     values = {"x": x, **{n: p.data for n, p in model.named_parameters()}}
     plain = measure(module, values).measurements[0]
-    get_all_passes()["aicfc-fuse"]()().apply(make_context(), module)
+    run_pipeline(module, "aicfc-fuse")
     fused = measure(module, values).measurements[0]
     assert fused.activations[0].label.endswith("+ ReLU")
     assert fused.activations[0].unit_active == plain.activations[0].unit_active

@@ -18,9 +18,8 @@ from xdsl.dialects.builtin import ModuleOp
 
 from aicfc import nn, optim
 from aicfc.builder import build_module, build_predict
-from aicfc.context import make_context
+from aicfc.execute import run_pipeline
 from aicfc.ir import parse_module
-from aicfc.passes import get_all_passes
 from aicfc.passes.operator_report import analyze_module
 
 LIT_FILE = Path(__file__).resolve().parents[2] / "passes" / "aicfc-analyze.mlir"
@@ -92,7 +91,7 @@ def test_no_expansion_no_collapse_no_such_candidates():
 
 def test_fused_linear_relu_is_one_nonlinear_node():
     module = predict_module(seed_network(), (4, 10))
-    get_all_passes()["aicfc-fuse"]()().apply(make_context(), module)
+    run_pipeline(module, "aicfc-fuse")
     report = analyze_module(module).function("predict")
     assert [n.kind for n in report.nodes] == ["Linear", "Linear"]
     fused = report.nodes[0]
@@ -157,7 +156,7 @@ def test_a_module_without_functions_says_so():
 def test_expanded_train_step_marks_gradient_nodes():
     model = nn.Sequential(nn.Linear(6, 12), nn.ReLU(), nn.Linear(12, 3))
     module = build_module(model, "cross_entropy", optim.SGD(lr=0.1), 4, ("train_step",))
-    get_all_passes()["aicfc-expand-backward"]()().apply(make_context(), module)
+    run_pipeline(module, "aicfc-expand-backward")
     report = analyze_module(module).function("train_step")
     forward = [n for n in report.nodes if not n.gradient]
     grads = [n for n in report.nodes if n.gradient]

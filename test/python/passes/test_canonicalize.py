@@ -21,22 +21,16 @@ import numpy as np
 import pytest
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.transforms.canonicalize import CanonicalizePass
 
-from aicfc.context import make_context
+from aicfc.execute import run_pipeline
 from aicfc.ir import parse_module
-from aicfc.passes import get_all_passes
 from aicfc.runtime.interpreter import find_func, run_func
 from support import random_args
 
 
 def canonicalize(module: ModuleOp, then: tuple[str, ...] = ()) -> ModuleOp:
-    out = module.clone()
-    ctx = make_context()
-    CanonicalizePass().apply(ctx, out)
-    for name in then:
-        p = CanonicalizePass() if name == "canonicalize" else get_all_passes()[name]()()
-        p.apply(ctx, out)
+    """A copy of `module` after xDSL's canonicalize and then the passes `then`, verified."""
+    out = run_pipeline(module.clone(), ",".join(("canonicalize", *then)))
     out.verify()
     return out
 
