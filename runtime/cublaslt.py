@@ -78,21 +78,12 @@ class CublasLt:
         buf = np.array([value], dtype=dtype_of(attr))
         setter(obj, attr, buf.ctypes.data, buf.itemsize)
 
-    def plan(
-        self,
-        name: str,
-        a: Any,
-        b: Any,
-        bias: Any,
-        d: Any,
-        relu: bool,
-        ta: bool,
-        tb: bool,
-        tf32: bool,
-    ) -> Launch:
-        """One cublasLtMatmul computing D = [relu](op(A) op(B) [+ bias]) (row-major, float32)."""
+    def plan(self, name: str, g: cuda_launch.Gemm, d: Any, relu: bool, tf32: bool) -> Launch:
+        """One cublasLtMatmul computing D = [relu](op(A) op(B) [+ bias]) (row-major, float32)
+        for the checked operands `g`, into `d` (its Y or its Z)."""
         lt, cublas = self.lt, self.cublas
-        m, n, k = cuda_launch.gemm_mnk(a, b, ta, tb)
+        a, b, bias, ta, tb = g.a, g.b, g.bias, g.transpose_a, g.transpose_b
+        m, n, k = g.m, g.n, g.k
         compute = (
             cublas.ComputeType.COMPUTE_32F_FAST_TF32 if tf32 else cublas.ComputeType.COMPUTE_32F
         )
@@ -193,18 +184,18 @@ class CublasLt:
         ctx: Any,
     ) -> list[Launch]:
         """The launches of a cuBLASLt registry entry (matmul or gemm_epilogue)."""
-        a, b, bias, y, z, act, ta, tb = cuda_launch.gemm_operands(spec, ins, outs, params)
-        if act not in ("none", "relu"):
+        g = cuda_launch.gemm_operands(spec, ins, outs, params)
+        if g.act not in ("none", "relu"):
             raise CudaKernelError(
-                f'kernel "{spec.name}": cuBLASLt runs act none or relu, not {act}'
+                f'kernel "{spec.name}": cuBLASLt runs act none or relu, not {g.act}'
             )
         tf32 = "tf32" in spec.flags
-        if z is None:
-            return [self.plan(spec.name, a, b, bias, y, act == "relu", ta, tb, tf32)]
+        if g.z is None:
+            return [self.plan(spec.name, g, g.y, g.act == "relu", tf32)]
         # Keep the pre-activation: GEMM + bias into Z, then Y = act(Z) (or a copy).
-        first = self.plan(spec.name, a, b, bias, z, False, ta, tb, tf32)
-        follow = registry.get("cuda.relu_f32" if act == "relu" else "cuda.copy")
-        return [first, *cuda_launch.launches_for(follow, [z], [y], {}, ctx)]
+        first = self.plan(spec.name, g, g.z, False, tf32)
+        follow = registry.get("cuda.relu_f32" if g.act == "relu" else "cuda.copy")
+        return [first, *cuda_launch.launches_for(follow, [g.z], [g.y], {}, ctx)]
 
     def close(self) -> None:
         """Destroy the handle (descriptors are released with the process)."""

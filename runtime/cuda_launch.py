@@ -129,6 +129,40 @@ def numel(a: Any) -> int:
     return int(np.prod(a.shape, dtype=np.int64))
 
 
+def matrix_shape(spec: KernelSpec, what: str, a: Any) -> tuple[int, int]:
+    """(rows, columns) of a buffer the kernel reads as a matrix; CudaKernelError otherwise."""
+    if len(a.shape) != 2:
+        raise CudaKernelError(
+            f'kernel "{spec.name}": {what} is {cuda_abi.describe([a])}, expected a matrix'
+        )
+    return int(a.shape[0]), int(a.shape[1])
+
+
+def expect_numel(spec: KernelSpec, n: int, **buffers: Any) -> None:
+    """Raise unless each named buffer (None: absent) holds `n` elements.
+
+    A kernel indexes its buffers by the sizes its launcher computes, so a buffer of
+    another size (hand-written exec IR) would be read or written out of bounds; the
+    CUDA kernels do not broadcast.
+    """
+    for what, a in buffers.items():
+        if a is not None and numel(a) != n:
+            raise CudaKernelError(
+                f'kernel "{spec.name}": {what} is {cuda_abi.describe([a])}, {numel(a)} elements; '
+                f"the launch needs {n}"
+            )
+
+
+def expect_operands(spec: KernelSpec, n: int, ins: Sequence[Any], outs: Sequence[Any]) -> None:
+    """`expect_numel` of each of these operands and results, named by position."""
+    expect_numel(
+        spec,
+        n,
+        **{f"operand #{i}": a for i, a in enumerate(ins)},
+        **{f"result #{i}": a for i, a in enumerate(outs)},
+    )
+
+
 Launcher = Callable[
     [KernelSpec, list[Any], list[Any], Mapping[str, object], LoadContext], list[Launch]
 ]
@@ -150,10 +184,38 @@ def gemm_mnk(a: Any, b: Any, ta: bool, tb: bool) -> tuple[int, int, int]:
     return int(m), int(n), int(k)
 
 
+@dataclass(frozen=True)
+class Gemm:
+    """The buffers of a matmul/gemm_epilogue launch, checked against each other:
+    Y [M, N] = act(op(A) [M, K] op(B) [K, N] (+ bias [N])), Z [M, N] the pre-activation."""
+
+    a: Any
+    b: Any
+    bias: Any  # None: no bias
+    y: Any
+    z: Any  # None: the pre-activation is not kept
+    act: str
+    transpose_a: bool
+    transpose_b: bool
+    m: int
+    n: int
+    k: int
+
+    @property
+    def buffers(self) -> list[Any]:
+        """A, B, bias|None, Y, Z|None: the buffers of every GEMM kernel's ABI, in order."""
+        return [self.a, self.b, self.bias, self.y, self.z]
+
+    def scalars(self) -> dict[str, object]:
+        """M, N, K and the act code, the scalars every GEMM kernel's ABI starts with."""
+        return {"M": self.m, "N": self.n, "K": self.k, "act": ACT_CODES[self.act]}
+
+
 def gemm_operands(
     spec: KernelSpec, ins: list[Any], outs: list[Any], params: Mapping[str, object]
-) -> tuple[Any, Any, Any, Any, Any, str, bool, bool]:
-    """(A, B, bias|None, Y, Z|None, act, transpose_a, transpose_b) of a matmul/gemm_epilogue."""
+) -> Gemm:
+    """The GEMM of a matmul/gemm_epilogue launch; CudaKernelError naming the kernel for an
+    unknown activation, operands that disagree on K, or a Y, Z or bias of another size."""
     a, b = ins[0], ins[1]
     bias = ins[2] if len(ins) > 2 else None
     y = outs[0]
@@ -161,16 +223,12 @@ def gemm_operands(
     act = str(param(params, "act", "none"))
     if act not in ACT_CODES:
         raise CudaKernelError(f'kernel "{spec.name}": unknown activation {act!r}')
-    return (
-        a,
-        b,
-        bias,
-        y,
-        z,
-        act,
-        bool(param(params, "transpose_a")),
-        bool(param(params, "transpose_b")),
-    )
+    ta, tb = bool(param(params, "transpose_a")), bool(param(params, "transpose_b"))
+    matrix_shape(spec, "A", a), matrix_shape(spec, "B", b)
+    m, n, k = gemm_mnk(a, b, ta, tb)
+    expect_numel(spec, n, bias=bias)
+    expect_numel(spec, m * n, Y=y, Z=z)
+    return Gemm(a, b, bias, y, z, act, ta, tb, m, n, k)
 
 
 def launch_gemm(
@@ -181,14 +239,12 @@ def launch_gemm(
     ctx: LoadContext,
 ) -> list[Launch]:
     """aicfc_gemm_{f32,f32_s64,tf32}_{nn,nt,tn,tt}: grid (N / BN, M / BM), 256 threads."""
-    a, b, bias, y, z, act, ta, tb = gemm_operands(spec, ins, outs, params)
-    m, n, k = gemm_mnk(a, b, ta, tb)
+    g = gemm_operands(spec, ins, outs, params)
     tile = 64 if "tile_64" in spec.flags else 128
-    grid = (cdiv(n, tile), cdiv(m, tile))
+    grid = (cdiv(g.n, tile), cdiv(g.m, tile))
     if grid[1] > 65535:
-        raise CudaKernelError(f'kernel "{spec.name}": M = {m} needs more than 65535 row blocks')
-    scalars = {"M": m, "N": n, "K": k, "act": ACT_CODES[act]}
-    return [kernel_launch(spec, grid, (THREADS,), [a, b, bias, y, z], scalars)]
+        raise CudaKernelError(f'kernel "{spec.name}": M = {g.m} needs more than 65535 row blocks')
+    return [kernel_launch(spec, grid, (THREADS,), g.buffers, g.scalars())]
 
 
 def skinny_mode(m: int, n: int, k: int) -> int:
@@ -205,14 +261,14 @@ def launch_gemm_skinny(
     ctx: LoadContext,
 ) -> list[Launch]:
     """aicfc_gemm_skinny_f32_*: a thread per output (K short) or a warp per long-side index."""
-    a, b, bias, y, z, act, ta, tb = gemm_operands(spec, ins, outs, params)
-    m, n, k = gemm_mnk(a, b, ta, tb)
+    g = gemm_operands(spec, ins, outs, params)
+    m, n, k = g.m, g.n, g.k
     mode = skinny_mode(m, n, k)
     if mode and min(m, n) > 32:
         raise CudaKernelError(f'kernel "{spec.name}": (M, N, K) = {(m, n, k)} has no short side')
     work = {0: cdiv(m * n, THREADS), 1: cdiv(m, THREADS // 32), 2: cdiv(n, THREADS // 32)}[mode]
-    scalars = {"M": m, "N": n, "K": k, "act": ACT_CODES[act], "mode": mode}
-    return [kernel_launch(spec, (work,), (THREADS,), [a, b, bias, y, z], scalars)]
+    scalars = {**g.scalars(), "mode": mode}
+    return [kernel_launch(spec, (work,), (THREADS,), g.buffers, scalars)]
 
 
 SPLIT_K_TILE = 32
@@ -238,23 +294,16 @@ def launch_gemm_splitk(
     ctx: LoadContext,
 ) -> list[Launch]:
     """aicfc_gemm_splitk_f32_*: grid (N / 32, M / 32, splits), partials in a workspace."""
-    a, b, bias, y, z, act, ta, tb = gemm_operands(spec, ins, outs, params)
-    m, n, k = gemm_mnk(a, b, ta, tb)
+    g = gemm_operands(spec, ins, outs, params)
+    m, n, k = g.m, g.n, g.k
     splits, chunk = split_k_plan(m, n, k, ctx.sm_count)
     grid = (cdiv(n, SPLIT_K_TILE), cdiv(m, SPLIT_K_TILE), splits)
     if grid[1] > 65535 or splits > 65535:
         raise CudaKernelError(f'kernel "{spec.name}": (M, N, K) = {(m, n, k)} exceeds its grid')
     tickets = cdiv(4 * grid[0] * grid[1], 256) * 256
     ws = ctx.workspace(tickets + (4 * splits * m * n if splits > 1 else 0))
-    scalars = {
-        "M": m,
-        "N": n,
-        "K": k,
-        "act": ACT_CODES[act],
-        "splits": splits,
-        "k_chunk": chunk,
-    }
-    return [kernel_launch(spec, grid, (THREADS,), [a, b, bias, y, z, ws], scalars, keepalive=[ws])]
+    scalars = {**g.scalars(), "splits": splits, "k_chunk": chunk}
+    return [kernel_launch(spec, grid, (THREADS,), [*g.buffers, ws], scalars, keepalive=[ws])]
 
 
 # ----------------------------------------------------------------------------
@@ -269,8 +318,12 @@ def launch_epilogue_grad(
     params: Mapping[str, object],
     ctx: LoadContext,
 ) -> list[Launch]:
+    """(dY [M, N], saved [M, N]) -> (dZ [M, N], dbias [N]): grid (N / 32), 32 x 32 threads."""
     dy, saved = ins
-    m, n = dy.shape
+    dz, dbias = outs
+    m, n = matrix_shape(spec, "dY", dy)
+    expect_numel(spec, m * n, saved=saved, dZ=dz)
+    expect_numel(spec, n, dbias=dbias)
     act = ACT_CODES[str(param(params, "act", "relu"))]
     return [
         kernel_launch(
@@ -307,6 +360,7 @@ def launch_reduce_sum(
     outer, r, inner = reduce_view(tuple(ins[0].shape), tuple(axes))
     if outer > 65535:
         raise CudaKernelError(f'kernel "{spec.name}": {outer} outer rows exceed the grid limit')
+    expect_numel(spec, outer * inner, result=outs[0])
     grid = (1 if inner == 1 else cdiv(inner, 32), outer)
     return [
         kernel_launch(
@@ -323,7 +377,9 @@ def launch_cross_entropy(
     ctx: LoadContext,
 ) -> list[Launch]:
     logits, labels = ins
-    n, c = logits.shape
+    n, c = matrix_shape(spec, "logits", logits)
+    expect_numel(spec, n, labels=labels)
+    expect_numel(spec, 1, loss=outs[0])
     blocks = cdiv(n, ROWS_PER_BLOCK)
     ws = ctx.workspace(256 + 4 * blocks)
     return [
@@ -345,7 +401,11 @@ def launch_cross_entropy_grad(
     params: Mapping[str, object],
     ctx: LoadContext,
 ) -> list[Launch]:
-    n, c = ins[0].shape
+    logits, labels, dloss = ins
+    n, c = matrix_shape(spec, "logits", logits)
+    expect_numel(spec, n, labels=labels)
+    expect_numel(spec, 1, dloss=dloss)
+    expect_numel(spec, n * c, dlogits=outs[0])
     return [
         kernel_launch(
             spec, (cdiv(n, ROWS_PER_BLOCK),), (THREADS,), [*ins, outs[0]], {"N": n, "C": c}
@@ -367,8 +427,12 @@ def launch_cross_entropy_with_grad(
     add too many partials, so a reduce_sum launch over dlogits follows instead.
     """
     logits, labels, dloss = ins
-    n, c = logits.shape
+    n, c = matrix_shape(spec, "logits", logits)
     dbias = outs[2] if len(outs) > 2 else None
+    expect_numel(spec, n, labels=labels)
+    expect_numel(spec, 1, dloss=dloss, loss=outs[0])
+    expect_numel(spec, n * c, dlogits=outs[1])
+    expect_numel(spec, c, dbias=dbias)
     blocks = cdiv(n, ROWS_PER_BLOCK)
     in_kernel = dbias is not None and blocks * c <= FUSED_COLUMN_PARTIALS
     columns_at = 256 + cdiv(4 * blocks, 256) * 256
@@ -406,7 +470,9 @@ def launch_softmax(
     params: Mapping[str, object],
     ctx: LoadContext,
 ) -> list[Launch]:
+    """softmax x -> y, softmax_grad (dy, y) -> dx along the last axis: a warp per row."""
     rows, c = last_axis_rows(spec, ins[0], params)
+    expect_operands(spec, rows * c, ins, outs)
     return [
         kernel_launch(
             spec, (cdiv(rows, ROWS_PER_BLOCK),), (THREADS,), [*ins, outs[0]], {"rows": rows, "C": c}
@@ -422,6 +488,8 @@ def launch_mse_loss(
     ctx: LoadContext,
 ) -> list[Launch]:
     n = numel(ins[0])
+    expect_operands(spec, n, ins, [])
+    expect_numel(spec, 1, loss=outs[0])
     grid = (max(1, min(cdiv(n, THREADS), 1024)),)
     ws = ctx.workspace(256 + 4 * grid[0])
     return [kernel_launch(spec, grid, (THREADS,), [*ins, outs[0], ws], {"n": n}, keepalive=[ws])]
@@ -441,7 +509,7 @@ def launch_elementwise(
 ) -> list[Launch]:
     """add/sub/mul, relu/gelu/tanh and their grads, mse_loss_grad: n elements."""
     n = numel(outs[0])
-    same_size(spec, ins[:2], n)
+    expect_operands(spec, n, ins[:2], outs)
     return [kernel_launch(spec, grid_1d(ctx, n), (THREADS,), [*ins, *outs], {"n": n})]
 
 
@@ -453,20 +521,12 @@ def launch_bias_add(
     ctx: LoadContext,
 ) -> list[Launch]:
     """x + bias along the last axis: n elements of x, C of bias (element i adds bias[i % C])."""
+    x, bias = ins
     n = numel(outs[0])
-    same_size(spec, ins[:1], n)
-    c = int(ins[1].shape[-1]) if ins[1].shape else 1
+    expect_operands(spec, n, [x], outs)
+    c = int(x.shape[-1]) if x.shape else 1
+    expect_numel(spec, c, bias=bias)
     return [kernel_launch(spec, grid_1d(ctx, n), (THREADS,), [*ins, *outs], {"n": n, "C": c})]
-
-
-def same_size(spec: KernelSpec, operands: Sequence[Any], n: int) -> None:
-    """Raise unless every operand has the result's n elements (the kernels do not broadcast)."""
-    for i, a in enumerate(operands):
-        if numel(a) != n:
-            raise CudaKernelError(
-                f'kernel "{spec.name}": operand #{i} has {numel(a)} elements, the result {n} '
-                "(the CUDA kernel does not broadcast)"
-            )
 
 
 def launch_copy(
@@ -477,6 +537,11 @@ def launch_copy(
     ctx: LoadContext,
 ) -> list[Launch]:
     nbytes = int(ins[0].nbytes)
+    if int(outs[0].nbytes) != nbytes:
+        raise CudaKernelError(
+            f'kernel "{spec.name}": copies {nbytes} bytes into '
+            f"{cuda_abi.describe(outs[:1])} of {int(outs[0].nbytes)}"
+        )
     words = cdiv(nbytes, 16)
     return [
         kernel_launch(spec, grid_1d(ctx, words), (THREADS,), [ins[0], outs[0]], {"nbytes": nbytes})
@@ -491,17 +556,23 @@ def row_major_strides(shape: tuple[int, ...]) -> list[int]:
 def transpose_strides(
     in_shape: tuple[int, ...], out_shape: tuple[int, ...], params: Mapping[str, object]
 ) -> list[int]:
-    """Output axis d reads input axis perm[d]."""
+    """Output axis d reads input axis perm[d]; ValueError unless that gives `out_shape`."""
+    perm = tuple(int(p) for p in param(params, "perm", ()))
+    if sorted(perm) != list(range(len(in_shape))) or out_shape != tuple(in_shape[p] for p in perm):
+        raise ValueError(f"perm {perm} does not take {list(in_shape)} to {list(out_shape)}")
     strides = row_major_strides(in_shape)
-    return [strides[p] for p in tuple(param(params, "perm", ()))]
+    return [strides[p] for p in perm]
 
 
 def broadcast_strides(
     in_shape: tuple[int, ...], out_shape: tuple[int, ...], params: Mapping[str, object]
 ) -> list[int]:
-    """NumPy's rules, aligned on the right: a new or size-1 input axis has stride 0."""
+    """NumPy's rules, aligned on the right: a new or size-1 input axis has stride 0;
+    ValueError where `in_shape` does not broadcast to `out_shape`."""
     strides = row_major_strides(in_shape)
     lead = len(out_shape) - len(in_shape)
+    if lead < 0 or any(i not in (1, o) for i, o in zip(in_shape, out_shape[lead:], strict=True)):
+        raise ValueError(f"{list(in_shape)} does not broadcast to {list(out_shape)}")
     return [
         0 if d < lead or in_shape[d - lead] == 1 else strides[d - lead]
         for d in range(len(out_shape))
@@ -528,7 +599,11 @@ def launch_permute(
     ctx: LoadContext,
 ) -> list[Launch]:
     out_shape = tuple(int(d) for d in outs[0].shape)
-    meta = ctx.table(permute_table(spec.op, tuple(ins[0].shape), out_shape, params))
+    in_shape = tuple(int(d) for d in ins[0].shape)
+    try:
+        meta = ctx.table(permute_table(spec.op, in_shape, out_shape, params))
+    except ValueError as e:
+        raise CudaKernelError(f'kernel "{spec.name}": {e}') from None
     n = numel(outs[0])
     return [
         kernel_launch(
@@ -549,7 +624,11 @@ def launch_dropout(
     params: Mapping[str, object],
     ctx: LoadContext,
 ) -> list[Launch]:
+    """x (or dy) [n], the int64 offset [] -> out [n]: a thread per 4 elements."""
+    x, offset = ins
     n = numel(outs[0])
+    expect_numel(spec, n, x=x)
+    expect_numel(spec, 1, offset=offset)
     p = float(param(params, "p"))
     if not 0.0 <= p < 1.0:
         raise CudaKernelError(f'kernel "{spec.name}": p = {p} is outside [0, 1)')
@@ -571,9 +650,15 @@ def launch_sgd(
     params: Mapping[str, object],
     ctx: LoadContext,
 ) -> list[Launch]:
+    """(param, grad[, buf]) -> (param'[, buf']) of n elements; a buffer needs its next value."""
     buf = ins[2] if len(ins) > 2 else None
     buf_out = outs[1] if len(outs) > 1 else None
+    if (buf is None) != (buf_out is None):
+        raise CudaKernelError(
+            f'kernel "{spec.name}": a momentum buffer needs both its value and its next value'
+        )
     n = numel(ins[0])
+    expect_operands(spec, n, ins, outs)
     scalars = {
         "lr": param(params, "lr"),
         "momentum": param(params, "momentum", 0.0),
@@ -614,8 +699,14 @@ def launch_adam_group(
     rows: list[list[int]] = []
     sizes: list[int] = []
     for ins, outs in group:
+        if len(ins) != 5 or len(outs) != 4:
+            raise CudaKernelError(
+                f'kernel "{spec.name}" takes param, grad, exp_avg, exp_avg_sq and step, and '
+                f"gives their next values, got {cuda_abi.describe(ins)} -> "
+                f"{cuda_abi.describe(outs)}"
+            )
         p, g, m, v, s = ins
-        if len(outs) != 4 or not all(numel(a) == numel(p) for a in (g, m, v, *outs[:3])):
+        if not all(numel(a) == numel(p) for a in (g, m, v, *outs[:3])):
             raise CudaKernelError(
                 f'kernel "{spec.name}": param, grad, exp_avg, exp_avg_sq and their next values '
                 f"must have one shape, got {cuda_abi.describe([*ins, *outs])}"
@@ -709,14 +800,26 @@ def launches_for(
     params: Mapping[str, object],
     ctx: LoadContext,
 ) -> list[Launch]:
-    """The bound launches that run `spec` on these buffers (cuBLASLt for "library" kernels)."""
+    """The bound launches that run `spec` on these buffers (cuBLASLt for "library" kernels).
+
+    Raises CudaKernelError naming the kernel when the buffers do not fit it (their
+    count, rank or size) or a parameter is out of its range.
+    """
+    launcher: Launcher | None
     if "cublaslt" in spec.flags:
-        return ctx.cublaslt().launches(spec, ins, outs, params, ctx)
-    by_flag = [FLAG_LAUNCHERS[f] for f in sorted(spec.flags) if f in FLAG_LAUNCHERS]
-    launcher = by_flag[0] if by_flag else LAUNCHERS.get(spec.op)
+        launcher = ctx.cublaslt().launches
+    else:
+        by_flag = [FLAG_LAUNCHERS[f] for f in sorted(spec.flags) if f in FLAG_LAUNCHERS]
+        launcher = by_flag[0] if by_flag else LAUNCHERS.get(spec.op)
     if launcher is None:
         raise CudaKernelError(f'kernel "{spec.name}": no CUDA launcher for op {spec.op}')
-    return launcher(spec, ins, outs, params, ctx)
+    try:
+        return launcher(spec, ins, outs, params, ctx)
+    except (ValueError, IndexError) as e:  # unpacking a buffer count the kernel does not take
+        raise CudaKernelError(
+            f'kernel "{spec.name}" cannot run on inputs ({cuda_abi.describe(ins)}) and outputs '
+            f"({cuda_abi.describe(outs)}): {e}"
+        ) from None
 
 
 @dataclass(frozen=True)

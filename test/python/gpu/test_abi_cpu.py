@@ -212,6 +212,106 @@ def test_gemm_scalars_and_grid():
     assert la.grid == (2, 3)
 
 
+# kernel -> (inputs, outputs, params, the error) of a launch whose buffers do not fit it
+# (hand-written exec IR): every one is refused at load, before a kernel could read or
+# write out of bounds.
+BAD_BUFFERS: dict[str, tuple[list[Any], list[Any], dict[str, Any], str]] = {
+    "cuda.gemm_epilogue_f32_s64_nn": (
+        [f(8, 4), f(4, 6), f(6)],
+        [f(8, 5)],
+        {},
+        r"Y is float32\[8, 5\], 40 elements; the launch needs 48",
+    ),
+    "cuda.gemm_epilogue_skinny_nn": (
+        [f(8, 4), f(4, 6), f(6)],
+        [f(8, 6), f(6, 6)],
+        {},
+        r"Z is float32\[6, 6\]",
+    ),
+    "cuda.gemm_epilogue_splitk_nt": (
+        [f(8, 4), f(6, 4), f(8)],
+        [f(8, 6)],
+        {"transpose_b": True},
+        r"bias is float32\[8\], 8 elements; the launch needs 6",
+    ),
+    "cuda.matmul_f32_s64_nn": ([f(2, 8, 4), f(4, 6)], [f(8, 6)], {}, "A is .* expected a matrix"),
+    "cuda.epilogue_grad_f32": (
+        [f(8, 6), f(8, 6)],
+        [f(8, 6), f(8)],
+        {"act": "relu"},
+        "dbias is float32",
+    ),
+    "cuda.reduce_sum_f32": ([f(8, 6)], [f(8)], {"axes": (0,)}, "result is float32"),
+    "cuda.cross_entropy_f32_i32": ([f(8, 10), i(7)], [f()], {}, "labels is int32"),
+    "cuda.cross_entropy_grad_f32_i32": (
+        [f(8, 10), i(8), f()],
+        [f(8, 9)],
+        {},
+        "dlogits is float32",
+    ),
+    "cuda.cross_entropy_with_grad_f32_i32": (
+        [f(8, 10), i(8), f()],
+        [f(), f(8, 10), f(8)],
+        {},
+        r"dbias is float32\[8\]",
+    ),
+    "cuda.softmax_grad_f32": (
+        [f(8, 10), f(8, 10)],
+        [f(4, 10)],
+        {"axis": -1},
+        "result #0 is float32",
+    ),
+    "cuda.mse_loss_f32": ([f(8, 3), f(8, 2)], [f()], {}, "operand #1 is float32"),
+    "cuda.add_f32": ([f(8, 6), f(6)], [f(8, 6)], {}, "operand #1 is float32"),
+    "cuda.bias_add_f32": ([f(8, 6), f(8)], [f(8, 6)], {}, r"bias is float32\[8\]"),
+    "cuda.copy": ([f(8, 6)], [f(8, 5)], {}, "copies 192 bytes into float32"),
+    "cuda.transpose_b32": (
+        [f(2, 3, 4)],
+        [f(4, 3, 2)],
+        {"perm": (2, 0, 1)},
+        r"perm \(2, 0, 1\) does not take \[2, 3, 4\] to \[4, 3, 2\]",
+    ),
+    "cuda.broadcast_to_b32": (
+        [f(3, 2)],
+        [f(2, 3, 4)],
+        {"shape": (2, 3, 4)},
+        r"\[3, 2\] does not broadcast to \[2, 3, 4\]",
+    ),
+    "cuda.dropout_f32": (
+        [f(8, 6), i(dtype=np.int64)],
+        [f(8, 5)],
+        {"p": 0.1, "seed": 3},
+        "x is float32",
+    ),
+    "cuda.sgd_step_f32": (
+        [f(6), f(6), f(6)],
+        [f(6)],
+        {"lr": 0.1, "momentum": 0.9},
+        "a momentum buffer needs both its value and its next value",
+    ),
+}
+
+
+@pytest.mark.parametrize("kernel", list(BAD_BUFFERS))
+def test_buffers_that_do_not_fit_the_kernel_are_refused_naming_it(kernel):
+    ins, outs, params, message = BAD_BUFFERS[kernel]
+    with pytest.raises(CudaKernelError, match=re.escape(f'kernel "{kernel}": ') + message):
+        cuda_launch.launches_for(registry.get(kernel), ins, outs, params, FakeCtx())
+
+
+def test_a_buffer_count_the_kernel_does_not_take_is_refused_naming_it():
+    spec = registry.get("cuda.cross_entropy_grad_f32_i32")
+    with pytest.raises(
+        CudaKernelError,
+        match=r'kernel "cuda.cross_entropy_grad_f32_i32" cannot run on inputs '
+        r"\(float32\[8, 10\], int32\[8\]\) and outputs \(float32\[8, 10\]\)",
+    ):
+        cuda_launch.launches_for(spec, [f(8, 10), i(8)], [f(8, 10)], {}, FakeCtx())
+    adam = registry.get("cuda.adam_step_multi_tensor_f32")
+    with pytest.raises(CudaKernelError, match="takes param, grad, exp_avg, exp_avg_sq and step"):
+        cuda_launch.launch_adam_group(adam, [([f(6), f(6)], [f(6)])], {"lr": 0.1}, FakeCtx())
+
+
 def test_gemm_operands_that_disagree_on_k_are_an_error():
     with pytest.raises(CudaKernelError, match=r"disagree on K"):
         cuda_launch.gemm_mnk(f(8, 4), f(5, 6), False, False)
