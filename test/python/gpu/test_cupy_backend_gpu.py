@@ -316,8 +316,12 @@ def wide_program(be: Any) -> Program:
 
 
 def test_without_nvmath_the_ir_has_no_cublaslt_and_a_cublaslt_ir_is_refused():
+    from aicfc.runtime import cublaslt
     from aicfc.runtime.cuda_abi import CudaKernelError
 
+    reason = cublaslt.available()
+    if reason:
+        pytest.skip(f"needs a program with cuBLASLt kernels: {reason}")
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1024, 64)).astype(np.float32)
     y = rng.integers(0, 10, 1024)
