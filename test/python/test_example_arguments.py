@@ -36,7 +36,6 @@ def example() -> ModuleType:
     ],
 )
 def test_bad_numbers_are_usage_errors(capsys, args, message):
-    pytest.importorskip("sklearn", reason="the example needs the [examples] extra")
     with pytest.raises(SystemExit) as info:
         example().main(args)
     assert info.value.code == 2
@@ -45,7 +44,6 @@ def test_bad_numbers_are_usage_errors(capsys, args, message):
 
 
 def test_unwritable_emit_mlir_path_is_one_line(tmp_path):
-    pytest.importorskip("sklearn", reason="the example needs the [examples] extra")
     target = tmp_path / "missing" / "step.mlir"
     with pytest.raises(SystemExit) as info:
         example().main(["--emit-mlir", str(target)])
