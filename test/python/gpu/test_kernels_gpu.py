@@ -49,7 +49,7 @@ def ctx() -> Ctx:
 
 def launch(
     kernel: str,
-    ins: list[np.ndarray | None],
+    ins: list[np.ndarray],
     out_specs: list[tuple[tuple[int, ...], Any]],
     params: dict[str, Any] | None = None,
     alias: dict[int, int] | None = None,
@@ -62,17 +62,14 @@ def launch(
     import cupy
 
     spec = registry.get(kernel)
-    d_ins = [None if a is None else cupy.asarray(a) for a in ins]
+    d_ins = [cupy.asarray(a) for a in ins]
     d_outs = []
     for k, (shape, dtype) in enumerate(out_specs):
         if alias and k in alias:
             d_outs.append(d_ins[alias[k]])
         else:
             d_outs.append(cupy.full(shape, POISON[np.dtype(dtype)], dtype=dtype))
-    present = [a for a in d_ins if a is not None]
-    if spec.op in ("graph.gemm_epilogue", "graph.matmul"):
-        present = d_ins
-    launches = cuda_launch.launches_for(spec, present, d_outs, params or {}, ctx())
+    launches = cuda_launch.launches_for(spec, d_ins, d_outs, params or {}, ctx())
     stream = cupy.cuda.Stream(non_blocking=True)
     cupy.cuda.runtime.deviceSynchronize()
     for _ in range(repeat):
