@@ -64,6 +64,11 @@ class AicfcOp(IRDLOperation):
         """
         return properties_to_params(self)
 
+    def is_identity(self) -> bool:
+        """True when this instance returns its first operand unchanged (a reshape to the
+        same type, an identity permutation): canonicalize removes it."""
+        return False
+
     def flags(self) -> OpFlag:
         """Static and derived flags of this instance (one 64-bit mask)."""
         return all_flags(self)

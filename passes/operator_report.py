@@ -38,15 +38,13 @@ from dataclasses import dataclass, field
 
 from xdsl.dialects import builtin, func
 from xdsl.dialects.builtin import TensorType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 
 from aicfc.dialects.autodiff import BackwardOp
 from aicfc.dialects.base import AicfcOp
 from aicfc.dialects.flags import OpFlag, static_flags
 from aicfc.dialects.graph import (
     Activation,
-    BroadcastToOp,
-    ConstantOp,
     CrossEntropyOp,
     DropoutOp,
     GeluOp,
@@ -670,18 +668,21 @@ def _fuse_candidates(g: _Graph) -> list[Candidate]:
     return out
 
 
+def _is_constant(op: Operation | Block) -> bool:
+    return isinstance(op, Operation) and bool(static_flags(op) & OpFlag.IS_CONSTANT)
+
+
 def _canonical_candidates(g: _Graph) -> list[Candidate]:
     out: list[Candidate] = []
-    layout = (ReshapeOp, TransposeOp, BroadcastToOp)
     for n in g.nodes:
         op = n.ops[0]
         if len(n.ops) != 1:
             continue
-        if isinstance(op, layout) and op.operands[0].type == op.results[0].type:
+        if isinstance(op, AicfcOp) and op.is_identity():
             out.append(
                 Candidate(
                     f"remove {n.label}",
-                    "it maps a tensor to its own shape (canonicalize)",
+                    "it returns its input unchanged (canonicalize)",
                     (n.index,),
                 )
             )
@@ -699,14 +700,13 @@ def _canonical_candidates(g: _Graph) -> list[Candidate]:
             )
         elif (
             op.operands
-            and not isinstance(op, ConstantOp)
             and not static_flags(op) & OpFlag.IS_STOCHASTIC
-            and all(isinstance(v.owner, ConstantOp) for v in op.operands)
+            and all(_is_constant(v.owner) for v in op.operands)
         ):
             out.append(
                 Candidate(
                     f"precompute {n.label}",
-                    "all its operands are constants (canonicalize)",
+                    "all its operands are constants (aicfc-fold-constants)",
                     (n.index,),
                 )
             )

@@ -2,9 +2,9 @@
 
 Each pattern is rooted at one op class and says its rewrite in math form. They
 run under xDSL's `canonicalize` (with its DCE), so an op made dead by a rewrite
-disappears. Every rewrite keeps the value exactly (layout moves, identities),
-except constant folding, which computes the same NumPy reference the runtime
-runs. `patterns_for(cls)` is the table the `GraphCanonicalization` trait reads.
+disappears. Every rewrite keeps the value exactly (layout moves, identities);
+constant folding is the pass aicfc-fold-constants. `patterns_for(cls)` is the
+table the `GraphCanonicalization` trait reads.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
+from aicfc.dialects.base import AicfcOp
 from aicfc.dialects.diagnostics import copy_location
 from aicfc.dialects.flags import OpFlag, static_flags
 from aicfc.dialects.graph import (
@@ -55,22 +56,13 @@ class TransposeOfTranspose(RewritePattern):
         rewriter.replace(op, new)
 
 
-class IdentityTranspose(RewritePattern):
-    """transpose(x, [0, 1, ..., n-1]) -> x."""
+class RemoveIdentity(RewritePattern):
+    """op(x) -> x for an op that returns its operand unchanged (AicfcOp.is_identity:
+    reshape or broadcast_to to the same type, transpose by the identity permutation)."""
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: TransposeOp, rewriter: PatternRewriter, /) -> None:
-        if list(op.permutation) == list(range(len(op.permutation))):
-            rewriter.replace(op, [], [op.input])
-
-
-class IdentityReshape(RewritePattern):
-    """reshape(x) : S -> S  ->  x."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: ReshapeOp, rewriter: PatternRewriter, /) -> None:
-        if op.input.type == op.result.type:
-            rewriter.replace(op, [], [op.input])
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
+        if isinstance(op, AicfcOp) and op.is_identity():
+            rewriter.replace(op, [], [op.operands[0]])
 
 
 class ReshapeOfReshape(RewritePattern):
@@ -89,15 +81,6 @@ class ReshapeOfReshape(RewritePattern):
         new = ReshapeOp(inner.input, shape)
         copy_location(op, new)
         rewriter.replace(op, new)
-
-
-class IdentityBroadcast(RewritePattern):
-    """broadcast_to(x) : S -> S  ->  x."""
-
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: BroadcastToOp, rewriter: PatternRewriter, /) -> None:
-        if op.input.type == op.result.type:
-            rewriter.replace(op, [], [op.input])
 
 
 # --- elementwise -------------------------------------------------------------
@@ -165,9 +148,9 @@ class DropUnusedPreAct(RewritePattern):
 # --- the table ---------------------------------------------------------------
 
 _BY_CLASS: dict[type[Operation], tuple[RewritePattern, ...]] = {
-    TransposeOp: (TransposeOfTranspose(), IdentityTranspose()),
-    ReshapeOp: (ReshapeOfReshape(), IdentityReshape()),
-    BroadcastToOp: (IdentityBroadcast(),),
+    TransposeOp: (TransposeOfTranspose(), RemoveIdentity()),
+    ReshapeOp: (ReshapeOfReshape(), RemoveIdentity()),
+    BroadcastToOp: (RemoveIdentity(),),
     AddOp: (AddOfBroadcastToBiasAdd(),),
     GemmEpilogueOp: (DropUnusedPreAct(),),
 }

@@ -45,6 +45,9 @@ class TargetShapeOp(GraphOp):
     def kernel_params(self) -> dict[str, ParamValue]:
         return {"shape": tuple(ranked(self.name, "result", self.result).get_shape())}
 
+    def is_identity(self) -> bool:
+        return self.input.type == self.result.type
+
     def verified_shapes(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(A, B) after checking both are static and share a float or i32/i64 element type."""
         x = ranked(self.name, "input", self.input)
@@ -106,6 +109,9 @@ class TransposeOp(GraphOp):
     @property
     def permutation(self) -> tuple[int, ...]:
         return tuple(self.perm.get_values())
+
+    def is_identity(self) -> bool:
+        return self.permutation == tuple(range(len(self.permutation)))
 
     def verify_(self) -> None:
         x = ranked(self.name, "input", self.input)

@@ -130,8 +130,8 @@ func.func @two_linears(%x: tensor<3x4xf32> {aicfc.role = "input", aicfc.name = "
 // CHECK:       Total parameters: 0
 // CHECK:       Optimization candidates:
 // CHECK-NEXT:  - merge Node 0 Reshape and Node 1 Reshape: a reshape of a reshape is one reshape or none (canonicalize)
-// CHECK-NEXT:  - remove Node 2 Transpose: it maps a tensor to its own shape (canonicalize)
-// CHECK-NEXT:  - precompute Node 5 Add: all its operands are constants (canonicalize)
+// CHECK-NEXT:  - remove Node 2 Transpose: it returns its input unchanged (canonicalize)
+// CHECK-NEXT:  - precompute Node 5 Add: all its operands are constants (aicfc-fold-constants)
 func.func @layout(%x: tensor<2x3xf32>) -> (tensor<3x2xf32>, tensor<2xf32>) {
   %0 = graph.reshape %x : tensor<2x3xf32> -> tensor<6xf32>
   %1 = graph.reshape %0 : tensor<6xf32> -> tensor<3x2xf32>
@@ -180,4 +180,13 @@ func.func @train_step(%x: tensor<2x4xf32> {aicfc.role = "input", aicfc.name = "x
   func.return %l, %w1, %b1 : tensor<f32>, tensor<3x4xf32>, tensor<3xf32>
 }
 
-// ERR: error: aicfc-analyze: no function @nope in the module (functions: @predict, @two_linears, @layout, @train_step)
+// A transpose of a square matrix keeps the type but moves elements: nothing to remove
+// (it was reported as "maps a tensor to its own shape"; canonicalize keeps it).
+// CHECK-LABEL: Operator report of @dont_remove_square_transpose
+// CHECK:       Optimization candidates: none
+func.func @dont_remove_square_transpose(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %0 = graph.transpose %x perm = [1, 0] : tensor<4x4xf32> -> tensor<4x4xf32>
+  func.return %0 : tensor<4x4xf32>
+}
+
+// ERR: error: aicfc-analyze: no function @nope in the module (functions: @predict, @two_linears, @layout, @train_step, @dont_remove_square_transpose)

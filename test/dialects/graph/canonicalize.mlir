@@ -45,6 +45,14 @@ func.func @dont_remove_single_transpose(%x: tensor<2x3xf32>) -> tensor<3x2xf32> 
   func.return %0 : tensor<3x2xf32>
 }
 
+// A square transpose keeps the type but is no identity.
+// CHECK-LABEL: func.func @dont_remove_square_transpose
+// CHECK-NEXT:    graph.transpose %x perm = {{\[}}1, 0]
+func.func @dont_remove_square_transpose(%x: tensor<3x3xf32>) -> tensor<3x3xf32> {
+  %0 = graph.transpose %x perm = [1, 0] : tensor<3x3xf32> -> tensor<3x3xf32>
+  func.return %0 : tensor<3x3xf32>
+}
+
 // CHECK-LABEL: func.func @reshape_same_shape
 // CHECK-NEXT:    func.return %x
 func.func @reshape_same_shape(%x: tensor<6x4xf32>) -> tensor<6x4xf32> {
