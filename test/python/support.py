@@ -14,6 +14,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import TensorType
 
 from aicfc.dialects import exec as ex
+from aicfc.dialects.roles import arg_name, arg_role
 from aicfc.execute import find_program, run_pipeline
 from aicfc.ir import parse_module
 from aicfc.runtime.interpreter import numpy_dtype
@@ -55,6 +56,36 @@ def random_args(fn: func.FuncOp, rng: np.random.Generator) -> list[np.ndarray]:
         assert isinstance(t, TensorType)
         args.append(rng.standard_normal(t.get_shape()).astype(numpy_dtype(t.element_type)))
     return args
+
+
+def random_values(
+    fn: func.FuncOp,
+    rng: np.random.Generator,
+    classes: int = 3,
+    roles: tuple[str, ...] = ("input", "param", "state"),
+) -> dict[str, np.ndarray]:
+    """Fresh random values for the arguments of `fn` whose aicfc.role is in `roles` (an
+    argument without a role is an input), by aicfc.name (`arg{i}` where it has none):
+    integers (labels, dropout offsets) uniform in [0, classes), Adam's step counters
+    (`*.step`) whole numbers in [1, 20), second moments (`*.exp_avg_sq`) in [0.1, 1.1)
+    (they are positive), everything else standard normal."""
+    values = {}
+    for i, arg in enumerate(fn.body.blocks.first.args):  # type: ignore[union-attr]
+        if (arg_role(arg) or "input") not in roles:
+            continue
+        name = arg_name(arg) or f"arg{i}"
+        t = arg.type
+        assert isinstance(t, TensorType)
+        shape, dtype = tuple(t.get_shape()), numpy_dtype(t.element_type)
+        if np.issubdtype(dtype, np.integer):
+            values[name] = rng.integers(0, classes, size=shape).astype(dtype)
+        elif name.endswith(".step"):
+            values[name] = np.asarray(rng.integers(1, 20), dtype)
+        elif name.endswith(".exp_avg_sq"):
+            values[name] = (rng.random(shape) + 0.1).astype(dtype)
+        else:
+            values[name] = rng.standard_normal(shape).astype(dtype)
+    return values
 
 
 def rel_err(got: Any, want: Any) -> float:

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from aicfc.dialects import exec as ex
-from aicfc.dialects.roles import arg_name, arg_role, result_names
+from aicfc.dialects.roles import result_names
 from aicfc.ir import parse_module
 from aicfc.runtime.backend import get_backend
-from aicfc.runtime.interpreter import find_func, numpy_dtype, run_func
-from support import exec_program
+from aicfc.runtime.interpreter import find_func, run_func
+from support import exec_program, random_values
 
 TOL = 1e-6
 
@@ -150,26 +150,8 @@ def test_refused_aliases_keep_separate_buffers_and_results_match(case):
 
     rng = np.random.default_rng(sorted(CASES).index(case))
     fn = find_func(parse_module(text), "f")
-    args = fn.body.blocks.first.args
-
-    def value(name, shape, dtype):
-        if name.endswith(".exp_avg_sq"):
-            return (rng.random(shape) + 0.1).astype(dtype)  # a second moment is positive
-        if name.endswith(".step"):
-            return np.asarray(rng.integers(1, 20), dtype)
-        return rng.standard_normal(shape).astype(dtype)
-
-    def draw(role_filter):
-        return {
-            arg_name(a): value(
-                arg_name(a), tuple(a.type.get_shape()), numpy_dtype(a.type.element_type)
-            )
-            for a in args
-            if role_filter(arg_role(a))
-        }
-
-    state = draw(lambda r: r in ("param", "state"))
-    inputs = [draw(lambda r: r == "input") for _ in range(2)]
+    state = random_values(fn, rng, roles=("param", "state"))
+    inputs = [random_values(fn, rng, roles=("input",)) for _ in range(2)]
 
     got_folded = run_steps(folded, inputs, state)
     got_plain = run_steps(exec_program(text, fold=False, plan=False), inputs, state)

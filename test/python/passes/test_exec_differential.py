@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 from aicfc.dialects import exec as ex
-from aicfc.dialects.roles import arg_name, arg_role, result_names
+from aicfc.dialects.roles import result_names
 from aicfc.ir import parse_module
 from aicfc.runtime.backend import get_backend
-from aicfc.runtime.interpreter import find_func, numpy_dtype, run_func
-from support import exec_program, rel_err
+from aicfc.runtime.interpreter import find_func, run_func
+from support import exec_program, random_values, rel_err
 
 TOL = 1e-6
 
@@ -90,29 +90,11 @@ VARIANTS = {
 }
 
 
-def random_args(fn, rng) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """(inputs, param/state) by name: random normals; labels in range; counters >= 1."""
-    inputs, state = {}, {}
-    for arg in fn.body.blocks.first.args:
-        t, name = arg.type, arg_name(arg)
-        shape, dtype = tuple(t.get_shape()), numpy_dtype(t.element_type)
-        if np.issubdtype(dtype, np.integer):
-            value = rng.integers(0, 3, size=shape).astype(dtype)  # labels < classes; offsets
-        elif name.endswith(".step"):
-            value = np.asarray(rng.integers(1, 20), dtype)
-        elif name.endswith(".exp_avg_sq"):
-            value = (rng.random(shape) + 0.1).astype(dtype)
-        else:
-            value = rng.standard_normal(shape).astype(dtype)
-        (inputs if arg_role(arg) in (None, "input") else state)[name] = value
-    return inputs, state
-
-
 def check_steps(text: str, fname: str, steps: int, fold: bool, plan: bool, seed: int) -> None:
     rng = np.random.default_rng(seed)
     fn = find_func(parse_module(text), fname)
-    _, state = random_args(fn, rng)
-    batches = [random_args(fn, rng)[0] for _ in range(steps)]
+    state = random_values(fn, rng, roles=("param", "state"))
+    batches = [random_values(fn, rng, roles=("input",)) for _ in range(steps)]
     names = [n if n is not None else f"result{j}" for j, n in enumerate(result_names(fn))]
 
     backend = get_backend("numpy")

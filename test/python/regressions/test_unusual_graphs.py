@@ -34,10 +34,10 @@ from hypothesis import strategies as st
 from aicfc.dialects.roles import arg_name, result_names
 from aicfc.execute import LoadedFunction, run_pipeline
 from aicfc.ir import parse_module
-from aicfc.runtime.interpreter import find_func, numpy_dtype, run_func
+from aicfc.runtime.interpreter import find_func, run_func
 from regressions.graphs import GRADIENTS, GRAPHS
 from regressions.random_steps import random_step
-from support import rel_err
+from support import random_values, rel_err
 
 TOL = 1e-9
 FD_TOL = 1e-6
@@ -48,19 +48,7 @@ Values = dict[str, np.ndarray]
 
 
 def random_arguments(text: str, rng: np.random.Generator, classes: int = 2) -> Values:
-    fn = find_func(parse_module(text))
-    values: Values = {}
-    for i, a in enumerate(fn.body.blocks.first.args):  # type: ignore[union-attr]
-        shape, dtype = tuple(a.type.get_shape()), numpy_dtype(a.type.element_type)  # type: ignore[attr-defined]
-        name = arg_name(a) or f"arg{i}"
-        if np.issubdtype(dtype, np.integer):
-            values[name] = rng.integers(0, classes, shape).astype(dtype)
-        elif name.endswith((".exp_avg_sq", ".step")):  # Adam's second moment and counter
-            values[name] = np.abs(rng.standard_normal(shape)).round(1 if "step" in name else 9)
-            values[name] = values[name].astype(dtype)
-        else:
-            values[name] = rng.standard_normal(shape).astype(dtype)
-    return values
+    return random_values(find_func(parse_module(text)), rng, classes)
 
 
 def interpret(text: str, passes: str, args: Values) -> Values:
