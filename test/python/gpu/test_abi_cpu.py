@@ -409,3 +409,66 @@ def test_a_kernel_source_that_fails_to_compile_is_an_error_with_the_compiler_log
 def test_a_missing_kernel_source_is_an_error_naming_it(failing_nvrtc):
     with pytest.raises(CudaKernelError, match=r"kernel source 'absent\.cu' not found in"):
         cuda_abi.load_module("absent.cu")
+
+
+# --- every launch of lowered programs binds ---------------------------------------------
+
+
+def lowered_plans(model: Any, loss: str, optimizer: Any, batch: int) -> list[Any]:
+    """The exec plans of `model`'s train step and predict, lowered for an sm_90 device
+    without cuBLASLt (library kernels are not bound here)."""
+    from aicfc.builder import build_module
+    from aicfc.context import make_context
+    from aicfc.dialects import exec as ex
+    from aicfc.passes.pipelines import run_steps, train_pipeline
+    from aicfc.runtime.backend import ExecPlan
+
+    module = build_module(model, loss, optimizer, batch)
+    cap = {"arch": 90, "tensor_core": True, "cublaslt": False, "tf32": False}
+    run_steps(make_context(), module, train_pipeline("cupy", True, cap))
+    return [ExecPlan.from_program(op) for op in module.ops if isinstance(op, ex.ProgramOp)]
+
+
+def models() -> list[tuple[str, Any, str, Any]]:
+    from aicfc import nn, optim
+
+    mlp = nn.Sequential(
+        nn.Linear(64, 96), nn.ReLU(), nn.Dropout(0.25), nn.Linear(96, 96), nn.GELU(),
+        nn.Linear(96, 10),
+    )  # fmt: skip
+    regression = nn.Sequential(nn.Linear(12, 40), nn.Tanh(), nn.Linear(40, 3))
+    return [
+        ("mlp_cross_entropy_adam", mlp, "cross_entropy", optim.AdamW(lr=1e-3, weight_decay=0.1)),
+        ("tanh_mse_sgd", regression, "mse", optim.SGD(lr=0.1, momentum=0.9, nesterov=True)),
+    ]
+
+
+@pytest.mark.parametrize(("name", "model", "loss", "opt"), models(), ids=lambda v: str(v)[:40])
+def test_every_launch_of_a_lowered_program_binds(name, model, loss, opt):
+    """What the pipeline emits passes every launcher's buffer checks (as CupyExecutable binds
+    it: multi-tensor groups included), so the checks refuse only what does not fit."""
+    from aicfc.runtime.backend import LaunchStep
+
+    for plan in lowered_plans(model, loss, opt, batch=48):
+        arrays = [FakeArray(b.shape, b.dtype) for b in plan.buffers]
+        steps = plan.steps
+        specs = [registry.get(s.kernel) if isinstance(s, LaunchStep) else None for s in steps]
+        params = [s.params if isinstance(s, LaunchStep) else {} for s in steps]
+        bound = 0
+        for group in cuda_launch.group_steps(specs, params):
+            spec, first = specs[group.indices[0]], steps[group.indices[0]]
+            if spec is None:
+                continue
+            assert isinstance(first, LaunchStep)
+            buffers = [
+                ([arrays[i] for i in s.inputs], [arrays[o] for o in s.outputs])
+                for s in (steps[i] for i in group.indices)
+                if isinstance(s, LaunchStep)
+            ]
+            if len(buffers) > 1:
+                launches = cuda_launch.launch_adam_group(spec, buffers, first.params, FakeCtx())
+            else:
+                launches = cuda_launch.launches_for(spec, *buffers[0], first.params, FakeCtx())
+            assert launches, spec.name
+            bound += 1
+        assert bound >= 3, f"{name}: @{plan.name} bound only {bound} launches"
