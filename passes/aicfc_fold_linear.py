@@ -55,7 +55,6 @@ from aicfc.passes.linear_layers import (
     input_independent,
     layer_ending_at,
     layer_starting_at,
-    single_use,
 )
 
 F = OpFlag
@@ -98,7 +97,7 @@ def match_pair(op: Operation) -> Pair | None:
     if second is None or second.transpose_x:
         return None
     first = layer_ending_at(second.input)
-    if first is None or single_use(first.output) is not second.head:
+    if first is None or first.output.get_user_of_unique_use() is not second.head:
         return None
     memo: dict[SSAValue, bool] = {}
     if not all(

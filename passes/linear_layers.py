@@ -53,11 +53,6 @@ class Linear:
         return [self.head] + ([self.bias_op] if self.bias_op is not None else [])
 
 
-def single_use(v: SSAValue) -> Operation | None:
-    uses = list(v.uses)
-    return uses[0].operation if len(uses) == 1 else None
-
-
 def _linear_head(op: Operation | None) -> bool:
     """A GEMM-like op without activation and without a second result, on rank-2 tensors."""
     if op is None or not static_flags(op) & F.IS_GEMM_LIKE:
@@ -85,7 +80,7 @@ def layer_starting_at(op: Operation) -> Linear | None:
         return None
     if len(op.operands) > 2:
         return Linear(op, None, op.operands[2])
-    user = single_use(op.results[0])
+    user = op.results[0].get_user_of_unique_use()
     if _separate_bias_add(user, op.results[0]):
         assert user is not None
         return Linear(op, user, user.operands[1])
@@ -101,7 +96,7 @@ def layer_ending_at(v: SSAValue) -> Linear | None:
     if isinstance(head, Operation) and _separate_bias_add(owner, owner.operands[0]):
         if not _linear_head(head):
             return None
-        if len(head.operands) == 2 and single_use(head.results[0]) is owner:
+        if len(head.operands) == 2 and head.results[0].get_user_of_unique_use() is owner:
             return Linear(head, owner, owner.operands[1])
         return None
     if _linear_head(owner):

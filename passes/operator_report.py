@@ -381,11 +381,6 @@ def _param(v: SSAValue) -> Param:
     return Param(name, _shape(v))
 
 
-def _single_user(v: SSAValue) -> Operation | None:
-    users = [u.operation for u in v.uses]
-    return users[0] if len(users) == 1 else None
-
-
 def linear_ops(op: Operation) -> tuple[Operation, ...] | None:
     """The ops of the Linear layer starting at `op`, or None (see the module docstring).
 
@@ -403,7 +398,7 @@ def linear_ops(op: Operation) -> tuple[Operation, ...] | None:
         return (op,) if all(_is_param(b) for b in extra) else None
     if op.properties.get("act") is not None:
         return (op,)
-    user = _single_user(op.results[0])
+    user = op.results[0].get_user_of_unique_use()
     if (
         user is not None
         and static_flags(user) & OpFlag.IS_BIAS_ADD
@@ -517,18 +512,14 @@ class _Graph:
 
     def __init__(self, nodes: list[Node]):
         self.nodes = nodes
-        self.producer: dict[SSAValue, Node] = {}
-        for n in nodes:
-            for op in n.ops:
-                for r in op.results:
-                    self.producer[r] = n
+        self.node_of: dict[Operation, Node] = {op: n for n in nodes for op in n.ops}
 
     def users(self, node: Node) -> list[Node]:
         out: list[Node] = []
         for use in node.output.uses:
-            for n in self.nodes:
-                if use.operation in n.ops and n is not node and n not in out:
-                    out.append(n)
+            n = self.node_of.get(use.operation)
+            if n is not None and n is not node and n not in out:
+                out.append(n)
         return out
 
     def linears(self) -> list[Node]:
@@ -536,7 +527,7 @@ class _Graph:
 
     def sole_user(self, node: Node) -> Node | None:
         users = self.users(node)
-        return users[0] if len(users) == 1 and len(list(node.output.uses)) == 1 else None
+        return users[0] if len(users) == 1 and node.output.has_one_use() else None
 
 
 def _collapse(node: Node) -> Collapse | None:
@@ -687,9 +678,9 @@ def _canonical_candidates(g: _Graph) -> list[Candidate]:
                 )
             )
         elif isinstance(op, (ReshapeOp, TransposeOp)) and isinstance(
-            op.operands[0].owner, type(op)
+            inner := op.operands[0].owner, type(op)
         ):
-            src = g.producer[op.operands[0]]
+            src = g.node_of[inner]
             out.append(
                 Candidate(
                     f"merge {src.label} and {n.label}",
