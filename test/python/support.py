@@ -7,9 +7,13 @@ are loaded with `--import-mode=importlib`).
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
 from xdsl.dialects import func
 from xdsl.dialects.builtin import TensorType
 
@@ -18,6 +22,22 @@ from aicfc.dialects.roles import arg_name, arg_role
 from aicfc.execute import find_program, run_pipeline
 from aicfc.ir import parse_module
 from aicfc.runtime.interpreter import numpy_dtype
+
+
+@pytest.fixture(autouse=True, scope="module")
+def single_threaded_blas() -> Iterator[None]:
+    """One BLAS thread (NumPy's and, where it is loaded, torch's) for each test module that
+    imports this fixture (a conftest.py: each module below it). The GEMMs of these tests
+    are tiny, and on a loaded 2-core machine OpenBLAS's spinning worker threads made each
+    training step 10-20x slower."""
+    torch = sys.modules.get("torch")
+    previous = torch.get_num_threads() if torch else None
+    with threadpool_limits(limits=1, user_api="blas"):
+        if torch:
+            torch.set_num_threads(1)
+        yield
+        if torch:
+            torch.set_num_threads(previous)
 
 
 def _exec_module(text: str, fold: bool, plan: bool, alignment: int | None) -> Any:

@@ -17,25 +17,13 @@ import numpy as np
 import pytest
 import torch
 from sklearn.datasets import load_digits
-from threadpoolctl import threadpool_limits
 
 import aicfc
 from aicfc import nn, optim
-from support import rel_err
+from support import rel_err, single_threaded_blas  # noqa: F401  (autouse: one BLAS thread)
 
 TOL = 1e-4
 BATCH = 64
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_threaded_blas():
-    """Run BLAS (ours and torch's) on one thread: these GEMMs are tiny, and on a loaded
-    2-core machine OpenBLAS's spinning worker threads made each step 10-20x slower."""
-    with threadpool_limits(limits=1, user_api="blas"):
-        previous = torch.get_num_threads()
-        torch.set_num_threads(1)
-        yield
-        torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="module")

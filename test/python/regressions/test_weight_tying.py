@@ -12,18 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from threadpoolctl import threadpool_limits
 
 import aicfc
 from aicfc import nn, optim
+from support import single_threaded_blas  # noqa: F401  (autouse: one BLAS thread)
 
 TOL = 2e-5  # float32, three steps of a tiny MLP (one reduction order difference)
-
-
-@pytest.fixture(autouse=True)
-def _one_blas_thread():
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
 
 
 def tied_model() -> tuple[nn.Sequential, nn.Linear, nn.Linear]:
