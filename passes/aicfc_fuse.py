@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import builtin, func
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -243,9 +243,12 @@ def _insertion_anchor(m: Match, built: Built) -> Operation | None:
     reads a replaced value; every operand of the fused op must be defined before it.
     """
     block = m.ops[0].parent_block()
+    assert block is not None
     readers = {m.ops[-1]}
     for value in m.exports.values():
-        readers.update(_in_block(u.operation, block) for u in value.uses)
+        readers.update(
+            r for u in value.uses if (r := block.find_ancestor_op_in_block(u.operation)) is not None
+        )
     readers.difference_update(m.ops[:-1])
     op: Operation | None = m.ops[0]
     while op is not None and op not in readers:
@@ -260,12 +263,6 @@ def _insertion_anchor(m: Match, built: Built) -> Operation | None:
         if isinstance(owner, Operation) and (owner in m.ops or owner in after_anchor):
             return None
     return anchor
-
-
-def _in_block(op: Operation, block: Block | None) -> Operation:
-    while op.parent_block() is not block and (parent := op.parent_op()) is not None:
-        op = parent
-    return op
 
 
 def apply_match(m: Match, rewriter: PatternRewriter) -> bool:

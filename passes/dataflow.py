@@ -76,9 +76,9 @@ class DataFlowGraph:
         for i, op in enumerate(ops):
             for r, res in enumerate(op.results):
                 for use in res.uses:
-                    j = _node_in_block(use.operation, block, index)
-                    if j is not None:
-                        edges.append((i, j, use.index, r))
+                    user = block.find_ancestor_op_in_block(use.operation)
+                    if user is not None:
+                        edges.append((i, index[user], use.index, r))
         edges.sort()
         n = len(ops)
         e = np.asarray(edges, dtype=np.int64).reshape(-1, 4)
@@ -159,11 +159,3 @@ class DataFlowGraph:
         for i in range(n):
             np.add.at(dense[i], self.successors(i), 1)
         return dense
-
-
-def _node_in_block(user: Operation, block: Block, index: dict[Operation, int]) -> int | None:
-    """The node of `block` that is `user` or holds it in a nested region."""
-    op: Operation | None = user
-    while op is not None and op.parent_block() is not block:
-        op = op.parent_op()
-    return index.get(op) if op is not None else None
