@@ -518,6 +518,11 @@ class OutputOp(IRDLOperation):
         super().__init__(properties={"buffer_name": StringAttr(name)}, operands=[value])
 
 
+def programs(module: ModuleOp) -> list[ProgramOp]:
+    """The exec.programs of `module`, in order (ProgramOp verifies each sits at its top level)."""
+    return [op for op in module.ops if isinstance(op, ProgramOp)]
+
+
 def launches(program: ProgramOp) -> list[Operation]:
     """The ops of the capture region in execution order."""
     return list(program.graph().block.ops)

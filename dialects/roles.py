@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Literal
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
 from xdsl.ir import Block, BlockArgument, SSAValue
 
 ROLE_ATTR = "aicfc.role"
@@ -59,6 +59,11 @@ def result_names(fn: func.FuncOp) -> list[str | None]:
     if fn.res_attrs is None:
         return [None] * n
     return [_string_entry(d, NAME_ATTR) for d in fn.res_attrs.data]
+
+
+def functions(module: ModuleOp) -> list[func.FuncOp]:
+    """The defined func.funcs of `module` (declarations without a body skipped), in order."""
+    return [op for op in module.walk() if isinstance(op, func.FuncOp) and op.body.blocks]
 
 
 def make_attrs(role: str | None = None, name: str | None = None) -> DictionaryAttr:

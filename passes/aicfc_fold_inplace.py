@@ -182,5 +182,5 @@ class AicfcFoldInplacePass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if not self.enable:
             return
-        for program in [o for o in op.walk() if isinstance(o, ex.ProgramOp)]:
+        for program in ex.programs(op):
             fold_program(program, self.remarks)

@@ -49,7 +49,7 @@ from xdsl.pattern_rewriter import (
 from aicfc.dialects.diagnostics import OpError, copy_location
 from aicfc.dialects.flags import OpFlag, static_flags
 from aicfc.dialects.graph import Activation, AddOp, BiasAddOp, GemmEpilogueOp, MatmulOp, ReshapeOp
-from aicfc.dialects.roles import arg_name, arg_role, result_names
+from aicfc.dialects.roles import arg_name, arg_role, functions, result_names
 from aicfc.passes.linear_layers import (
     Linear,
     input_independent,
@@ -208,7 +208,7 @@ class AicfcFoldLinearPass(ModulePass):
     """Fold even when the folded weight has more parameters than the two layers."""
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
-        for fn in [f for f in op.walk() if isinstance(f, func.FuncOp) and f.body.blocks]:
+        for fn in functions(op):
             reason = training_reason(fn)
             if reason is not None:
                 _refuse_in_training(fn, reason, self.force)

@@ -35,16 +35,6 @@ def _align_up(n: int, alignment: int) -> int:
     return (n + alignment - 1) // alignment * alignment
 
 
-def lifetimes(program: ex.ProgramOp) -> dict[ex.AllocOp, tuple[int, int]]:
-    """[first, last] launch position of each tmp alloc (outputs count as position len(ops)).
-
-    An alloc that nothing uses gets (-1, -1): it overlaps no other lifetime. The
-    rule lives in the exec dialect (`tmp_lifetimes`), whose verifier checks every
-    planned program against it.
-    """
-    return ex.tmp_lifetimes(program)
-
-
 def plan(sizes: list[int], spans: list[tuple[int, int]], alignment: int) -> tuple[list[int], int]:
     """Offsets of buffers of `sizes` bytes live over `spans`, and the arena size (module doc)."""
     order = sorted(range(len(sizes)), key=lambda k: (-sizes[k], spans[k][0], k))
@@ -68,8 +58,12 @@ def plan(sizes: list[int], spans: list[tuple[int, int]], alignment: int) -> tupl
 
 
 def plan_program(program: ex.ProgramOp, alignment: int) -> None:
-    """Set every exec.alloc's offset and the program's arena_size."""
-    spans = lifetimes(program)
+    """Set every exec.alloc's offset and the program's arena_size.
+
+    Lifetimes follow the exec dialect's rule (`tmp_lifetimes`), the one its verifier
+    checks every planned program against.
+    """
+    spans = ex.tmp_lifetimes(program)
     allocs = list(spans)
     sizes = [ex.buffer_type(a.result).nbytes() for a in allocs]
     offsets, arena = plan(sizes, [spans[a] for a in allocs], alignment)
@@ -97,5 +91,5 @@ class AicfcPlanMemoryPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if not self.enable:
             return
-        for program in [o for o in op.walk() if isinstance(o, ex.ProgramOp)]:
+        for program in ex.programs(op):
             plan_program(program, self.alignment)

@@ -33,7 +33,6 @@ the elements of the function's distinct `param` arguments.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from xdsl.dialects import builtin, func
@@ -57,7 +56,7 @@ from aicfc.dialects.graph import (
     SoftmaxOp,
     TransposeOp,
 )
-from aicfc.dialects.roles import arg_name, arg_role
+from aicfc.dialects.roles import arg_name, arg_role, functions
 from aicfc.dialects.tensors import fmt_shape, numel
 
 Shape = tuple[int, ...]
@@ -740,13 +739,6 @@ def analyze_function(fn: func.FuncOp) -> FunctionReport:
         contractions=[c for c in changes if c.out_features < c.in_features],
         candidates=_candidates(g, collapses),
     )
-
-
-def functions(module: builtin.ModuleOp) -> Iterator[func.FuncOp]:
-    """The defined (non-declaration) functions of `module`, in order."""
-    for op in module.walk():
-        if isinstance(op, func.FuncOp) and op.body.blocks:
-            yield op
 
 
 def analyze_module(module: builtin.ModuleOp, function: str | None = None) -> Report:
