@@ -25,14 +25,10 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 
-from aicfc.runtime.registry import kernel_family
+from aicfc.runtime.registry import BACKENDS, KERNEL_FAMILIES, kernel_family
 
 GRAPH_STAGE = "graph"
 """The name of the IR as built, before any step."""
-
-KERNEL_BACKENDS = {n: kernel_family(n) for n in ("numpy", "cupy", "cuda")}
-"""Backend name -> the kernel family aicfc-lower-exec selects for (runtime/registry.py's
-KERNEL_FAMILIES: "cupy" and "cuda" both name the GPU backend)."""
 
 
 @dataclass(frozen=True)
@@ -69,14 +65,13 @@ def train_pipeline(
              cublaslt, autotune_cache, device).
     Raises ValueError for an unknown backend.
     """
-    if backend not in KERNEL_BACKENDS:
-        raise ValueError(
-            f"unknown backend {backend!r}; expected one of: {', '.join(KERNEL_BACKENDS)}"
-        )
+    family = kernel_family(backend)  # "cupy" and "cuda" both name the GPU backend
+    if family is None:
+        names = ", ".join(dict.fromkeys([*KERNEL_FAMILIES, *BACKENDS]))
+        raise ValueError(f"unknown backend {backend!r}; expected one of: {names}")
     inplace_opt = "true" if inplace else "false"
     lower = " ".join(
-        [f"backend={KERNEL_BACKENDS[backend]}"]
-        + [f"{k}={_option(v)}" for k, v in (exec_options or {}).items()]
+        [f"backend={family}"] + [f"{k}={_option(v)}" for k, v in (exec_options or {}).items()]
     )
     return (
         Step("fused", "aicfc-fuse"),
@@ -127,7 +122,6 @@ def run_steps(
 
 __all__ = [
     "GRAPH_STAGE",
-    "KERNEL_BACKENDS",
     "Step",
     "available_passes",
     "parse_passes",
