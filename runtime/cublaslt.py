@@ -72,7 +72,6 @@ class CublasLt:
         self.handle = lt.create()
         self.workspaces = [cupy.zeros(WORKSPACE_BYTES, dtype=np.uint8) for _ in range(WORKSPACES)]
         self._planned = 0
-        self._keep: list[Any] = []
 
     def _set(self, setter: Any, dtype_of: Any, obj: int, attr: Any, value: int) -> None:
         buf = np.array([value], dtype=dtype_of(attr))
@@ -166,7 +165,6 @@ class CublasLt:
             lt.matmul(handle, *args, stream.ptr)
 
         keep = [alpha, beta, heuristic, a, b, bias, d, desc, lt_a, lt_b, lt_d, pref]
-        self._keep.append(keep)
         return CallbackLaunch(
             name=name,
             shapes=shapes,
@@ -196,9 +194,3 @@ class CublasLt:
         first = self.plan(spec.name, g, g.z, False, tf32)
         follow = registry.get("cuda.relu_f32" if g.act == "relu" else "cuda.copy")
         return [first, *cuda_launch.launches_for(follow, [g.z], [g.y], {}, ctx)]
-
-    def close(self) -> None:
-        """Destroy the handle (descriptors are released with the process)."""
-        if self.handle:
-            self.lt.destroy(self.handle)
-            self.handle = 0
