@@ -31,7 +31,7 @@ from aicfc.runtime import registry
 from aicfc.runtime.backend import LaunchStep
 from aicfc.runtime.capture import capture
 from aicfc.runtime.cuda_abi import CudaKernelError
-from aicfc.runtime.cuda_launch import launches_for
+from aicfc.runtime.cuda_launch import DeviceContext, launches_for
 from aicfc.runtime.registry_cuda import GEMM_OPS
 from aicfc.runtime.selector import AutotuneCache, Problem, autotune_device, refusal, shape_bucket
 
@@ -100,9 +100,11 @@ def tune_problem(
     outs = [cupy.empty(s, dtype) for s in problem.output_shapes]
     times: dict[str, float] = {}
     stream = exe.backend.stream
+    # Its own context: the candidates' workspaces are freed with it, not kept with `exe`.
+    ctx = DeviceContext(exe.backend.sm_count, exe.backend.cublaslt)
     for spec in feasible(exe.backend, problem, tf32):
         try:
-            launches = launches_for(spec, ins, outs, problem.params, exe.context)
+            launches = launches_for(spec, ins, outs, problem.params, ctx)
             times[spec.name] = time_launches(launches, stream, repeats)
         except CudaKernelError:
             continue
