@@ -46,7 +46,6 @@ from aicfc.dialects.graph import (
     Activation,
     CrossEntropyOp,
     DropoutOp,
-    GeluOp,
     GraphOp,
     MatrixProductOp,
     MseLossOp,
@@ -58,6 +57,7 @@ from aicfc.dialects.graph import (
 )
 from aicfc.dialects.roles import arg_name, arg_role, functions
 from aicfc.dialects.tensors import fmt_shape, numel
+from aicfc.passes.fusion_patterns import EPILOGUE_ACTIVATIONS
 
 Shape = tuple[int, ...]
 
@@ -83,11 +83,13 @@ DISPLAY_NAMES: dict[str, str] = {
 }
 """Report names of ops (PyTorch's module names where one exists); others print their op name."""
 
-ACTIVATION_OPS: dict[Activation, type[GraphOp]] = {
-    Activation.RELU: ReluOp,
-    Activation.GELU: GeluOp,
+ACTIVATION_OPS: dict[Activation, type[Operation]] = {
+    act: cls
+    for cls, act in EPILOGUE_ACTIVATIONS.items()
+    if static_flags(cls) & OpFlag.IS_ACTIVATION
 }
-"""The op a fused epilogue activation stands for (its flags give the node's properties)."""
+"""The op a fused epilogue activation stands for (its flags give the node's properties):
+the forward half of aicfc-fuse's EPILOGUE_ACTIVATIONS (relu, gelu)."""
 
 COLLAPSE_REASONS: dict[type[Operation], str] = {
     ReluOp: "every negative input becomes 0",
@@ -162,7 +164,7 @@ class Node:
     out_features: int | None = None
     activation: str | None = None
     ops: tuple[Operation, ...] = field(default=(), compare=False, repr=False)
-    activation_op: type[GraphOp] | None = field(default=None, compare=False, repr=False)
+    activation_op: type[Operation] | None = field(default=None, compare=False, repr=False)
     gradient: bool = False
 
     @property
@@ -637,12 +639,11 @@ def _fold_candidates(g: _Graph) -> list[Candidate]:
 
 def _fuse_candidates(g: _Graph) -> list[Candidate]:
     out: list[Candidate] = []
-    epilogue_acts = tuple(ACTIVATION_OPS.values())
     for n in g.linears():
         if static_flags(n.ops[0]) & OpFlag.IS_FUSED:
             continue
         user = g.sole_user(n)
-        act = user if user is not None and isinstance(user.ops[0], epilogue_acts) else None
+        act = user if user is not None and type(user.ops[0]) in ACTIVATION_OPS.values() else None
         if len(n.ops) == 1 and act is None:
             continue
         parts = " + ".join([*n.op_names, *(act.op_names if act else ())])
