@@ -17,8 +17,9 @@ from aicfc.builder import build_train_step
 from aicfc.context import make_context
 from aicfc.dialects import exec as ex
 from aicfc.passes.pipelines import run_steps, train_pipeline
-from aicfc.runtime import cuda_launch
+from aicfc.runtime import cuda_abi, cuda_launch, registry
 from aicfc.runtime.selector import AutotuneCache, Problem, select
+from gpu.cuda_emu import EmuArray, EmuContext
 
 H200 = {"arch": 90, "tf32": False, "tensor_core": True, "cublaslt": True}
 
@@ -112,10 +113,15 @@ def test_autotune_entries_are_kept_apart_by_precision(tmp_path):
     ("m", "n", "k", "mode", "blocks"),
     [(128, 10, 256, 1, 16), (10, 256, 128, 2, 32), (128, 256, 10, 0, 128), (10, 10, 5, 0, 1)],
 )
-def test_skinny_mode_and_grid(m, n, k, mode, blocks):
-    assert cuda_launch.skinny_mode(m, n, k) == mode
-    work = {0: -(-m * n // 256), 1: -(-m // 8), 2: -(-n // 8)}[mode]
-    assert work == blocks
+def test_skinny_mode_and_grid(m, n, k, mode, blocks, monkeypatch):
+    """The launcher's mode scalar and grid (the grid was computed by the test itself)."""
+    monkeypatch.setattr(cuda_abi, "get_function", lambda spec: None)
+    a, b, y = (EmuArray(np.zeros(s, np.float32)) for s in ((m, k), (k, n), (m, n)))
+    spec = registry.get("cuda.matmul_skinny_nn")
+    (launch,) = cuda_launch.launches_for(spec, [a, b], [y], {}, EmuContext())
+    assert isinstance(launch, cuda_abi.KernelLaunch)
+    assert cuda_launch.skinny_mode(m, n, k) == mode == int(launch.args[-1])
+    assert launch.grid == (blocks,)
 
 
 @pytest.mark.parametrize(
