@@ -7,6 +7,7 @@ import pytest
 
 import aicfc
 from aicfc import nn, optim
+from support import rel_err
 
 IN, HIDDEN, OUT = 12, 16, 5
 
@@ -28,10 +29,6 @@ def forward(params: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
     return h @ p["2.weight"].T + p["2.bias"]
 
 
-def rel(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
-
-
 @pytest.fixture
 def prog():
     return aicfc.compile(make_model(), optimizer=optim.Adam(lr=1e-2), backend="numpy")
@@ -45,7 +42,7 @@ def test_predict_shape_and_values(prog, n):
     x, _ = batch(n, seed=n)
     out = prog.predict(x)
     assert out.shape == (n, OUT) and out.dtype == np.float32
-    assert rel(out, forward(prog.parameters(), x)) < 1e-5
+    assert rel_err(out, forward(prog.parameters(), x)) < 1e-5
 
 
 def test_parameters_start_at_the_model_weights_and_model_keeps_them(prog):
@@ -282,7 +279,7 @@ def test_dropout_step_advances_rng_offset_and_predict_ignores_dropout():
     p = aicfc.compile(model, backend="numpy")
     x, y = batch(8)
     params = {k.replace("3.", "2."): v for k, v in p.parameters().items()}
-    assert rel(p.predict(x), forward(params, x)) < 1e-5  # eval mode: dropout is the identity
+    assert rel_err(p.predict(x), forward(params, x)) < 1e-5  # eval mode: dropout is the identity
     p.step(x, y)
     p.step(x, y)
     assert int(p.state_dict()["rng.offset"]) == 2
