@@ -40,7 +40,7 @@ from xdsl.rewriter import InsertPoint
 from aicfc.dialects.autodiff import CrossEntropyWithGradOp, EpilogueGradOp
 from aicfc.dialects.diagnostics import copy_location
 from aicfc.dialects.flags import OpFlag
-from aicfc.dialects.graph import Activation, GemmEpilogueOp
+from aicfc.dialects.graph import Activation, GemmEpilogueOp, MatrixProductOp
 from aicfc.passes.dataflow import DataFlowGraph
 from aicfc.passes.fusion_patterns import EPILOGUE_ACTIVATIONS, PATTERN_GROUPS, FusionPattern, Step
 
@@ -174,15 +174,14 @@ class Built:
 def build_gemm_epilogue(m: Match) -> Built:
     """gemm_epilogue(A, B, bias, act) with the gemm's transpose flags.
 
-    The bias is the bias_add's bias (along N of the [M, N] product); with no
-    bias step it is the gemm's own bias (None for a matmul). pre_act (Z) is
-    emitted for gelu (the backward needs gelu'(Z)) and whenever Z has users
-    outside the match.
+    The gemm step is a plain product (EmptyEpilogue), so the bias is the
+    bias_add's (along N of the [M, N] product), or none without a bias step.
+    pre_act (Z) is emitted for gelu (the backward needs gelu'(Z)) and whenever
+    Z has users outside the match.
     """
     gemm, bias_op, act_op = m.get("gemm"), m.get("bias"), m.get("act")
-    assert gemm is not None
-    params = gemm.kernel_params()  # type: ignore[attr-defined]
-    bias = bias_op.operands[1] if bias_op is not None else getattr(gemm, "bias", None)
+    assert isinstance(gemm, MatrixProductOp)
+    bias = bias_op.operands[1] if bias_op is not None else None
     act = EPILOGUE_ACTIVATIONS[type(act_op)] if act_op is not None else Activation.NONE
     z = m.exports.get("pre_act")
     with_pre_act = act == Activation.GELU or (z is not None and m.has_outside_uses(z))
@@ -191,8 +190,8 @@ def build_gemm_epilogue(m: Match) -> Built:
         gemm.operands[1],
         bias,
         act,
-        transpose_a=bool(params.get("transpose_a", False)),
-        transpose_b=bool(params.get("transpose_b", False)),
+        transpose_a=bool(gemm.transpose_a),
+        transpose_b=bool(gemm.transpose_b),
         with_pre_act=with_pre_act and act != Activation.NONE,
     )
     exports: dict[str, SSAValue] = {"pre_act": op.pre_act} if op.pre_act is not None else {}

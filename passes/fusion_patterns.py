@@ -28,7 +28,14 @@ from xdsl.ir import Operation
 
 from aicfc.dialects.autodiff import CrossEntropyGradOp, GeluGradOp, ReluGradOp
 from aicfc.dialects.flags import OpFlag
-from aicfc.dialects.graph import Activation, CrossEntropyOp, GeluOp, ReduceSumOp, ReluOp
+from aicfc.dialects.graph import (
+    Activation,
+    CrossEntropyOp,
+    GeluOp,
+    MatrixProductOp,
+    ReduceSumOp,
+    ReluOp,
+)
 
 F = OpFlag
 
@@ -110,10 +117,10 @@ class EmptyEpilogue:
     """
 
     def holds(self, op: Operation) -> bool:
-        params = op.kernel_params()  # type: ignore[attr-defined]
         return (
-            getattr(op, "bias", None) is None
-            and params.get("act", "none") == "none"
+            isinstance(op, MatrixProductOp)
+            and len(op.operands) == 2
+            and op.activation == Activation.NONE
             and len(op.results) == 1
         )
 
