@@ -10,6 +10,8 @@ python/, Inputs/ and Output/):
   checked by some RUN line: a prefix that no RUN line passes to filecheck is a
   set of cases, often the negative ones, that never runs. (FileCheck itself
   already fails on the converse, a RUN prefix without check lines.)
+- no `FOO-NOT:` is followed directly by a `FOO-NEXT:`: the NOT would check the
+  empty range between two adjacent lines, and so could never fail.
 """
 
 from __future__ import annotations
@@ -69,3 +71,19 @@ def test_every_check_prefix_is_run(path: Path):
         f"{path.name}: check lines with prefix {never_run} are never run (no RUN line passes "
         f"--check-prefix={never_run[0]} to filecheck)"
     )
+
+
+@pytest.mark.parametrize("path", LIT_FILES, ids=IDS)
+def test_no_check_not_right_before_a_check_next(path: Path):
+    previous: dict[str, tuple[str | None, int]] = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        m = CHECK_LINE.search(line)
+        if not m or m.group(1) in NOT_PREFIXES:
+            continue
+        prefix, suffix = m.group(1), m.group(2)
+        last, at = previous.get(prefix, (None, 0))
+        assert not (suffix == "-NEXT" and last == "-NOT"), (
+            f"{path.name}:{at}: {prefix}-NOT right before the {prefix}-NEXT of line {number} "
+            "checks an empty range; pin the lines with -NEXT or move the NOT"
+        )
+        previous[prefix] = (suffix, number)
