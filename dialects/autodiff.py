@@ -482,6 +482,14 @@ class EpilogueGradOp(AicfcOp):
         require_result(self.name, self.grad_pre_act.type, g)
         require_result(self.name, self.grad_bias.type, tensor((g.get_shape()[1],), g.element_type))
 
+    def why_not_differentiable(self) -> str | None:
+        if self.act.data != Activation.RELU:  # as gelu_grad
+            return (
+                f"with act {self.act.data.value}, its second derivative needs gelu'' "
+                "(no op computes it)"
+            )
+        return super().why_not_differentiable()
+
 
 # ----------------------------------------------------------------------------
 # Optimizer steps

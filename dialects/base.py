@@ -20,7 +20,7 @@ from typing import ClassVar
 
 from xdsl.irdl import IRDLOperation
 
-from aicfc.dialects.flags import OpFlag, all_flags, static_flags
+from aicfc.dialects.flags import OpFlag, all_flags, op_info, static_flags
 from aicfc.dialects.params import ParamValue, properties_to_params
 from aicfc.dialects.roles import arg_role
 from aicfc.dialects.tensors import numel, tensor_bytes
@@ -63,6 +63,17 @@ class AicfcOp(IRDLOperation):
         add it here, so an exec launch and the NumPy reference see one dict.
         """
         return properties_to_params(self)
+
+    def why_not_differentiable(self) -> str | None:
+        """Why this instance has no VJP by design, else None (aicfc-expand-backward asks).
+
+        The class's OpInfo reason when it is declared not differentiable; an op whose
+        differentiability depends on a property (epilogue_grad's act) overrides this.
+        """
+        info = op_info(self)
+        if info is not None and not info.differentiable:
+            return info.why_not or "it is declared not differentiable"
+        return None
 
     def is_identity(self) -> bool:
         """True when this instance returns its first operand unchanged (a reshape to the

@@ -64,8 +64,8 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from aicfc.dialects import autodiff as ad
 from aicfc.dialects import graph as g
+from aicfc.dialects.base import AicfcOp
 from aicfc.dialects.diagnostics import copy_location
-from aicfc.dialects.flags import op_info
 from aicfc.dialects.graph import Activation
 from aicfc.dialects.tensors import numel, shape_of
 
@@ -433,7 +433,7 @@ def _dropout_grad(ctx: VjpContext, op: ad.DropoutGradOp, grads: Sequence[Grad]) 
 
 def _epilogue_grad(ctx: VjpContext, op: ad.EpilogueGradOp, grads: Sequence[Grad]) -> Sequence[Grad]:
     # dZ = relu_grad(dY, Y), db = sum_rows(dZ): both linear in dY through dZ, so
-    # d dY = relu_grad(gZ + broadcast(gb), Y); d Y = 0 a.e. (act gelu: see why_not_differentiable)
+    # d dY = relu_grad(gZ + broadcast(gb), Y); d Y = 0 a.e. (gelu: see EpilogueGradOp)
     assert op.act.data == Activation.RELU
     g_dz, g_db = grads
     shape = shape_of(op.grad.type)
@@ -446,23 +446,17 @@ def _epilogue_grad(ctx: VjpContext, op: ad.EpilogueGradOp, grads: Sequence[Grad]
 # The table
 # ----------------------------------------------------------------------------
 
-_NEEDS_GELU_SECOND = "its second derivative needs gelu'' (no op computes it)"
-
 
 def why_not_differentiable(op: Operation) -> str | None:
     """Why `op` has no VJP, or None if VJP_RULES can differentiate this instance.
 
-    Class level: OpInfo.differentiable=False (its why_not) or no rule in the
-    table. Instance level: autodiff.epilogue_grad with act gelu.
+    The op's own reason (AicfcOp.why_not_differentiable: OpInfo, or a property such
+    as epilogue_grad's act), else no rule in the table.
     """
-    info = op_info(op)
-    if info is not None and not info.differentiable:
-        return info.why_not or "it is declared not differentiable"
-    if type(op) not in VJP_RULES:
+    why = op.why_not_differentiable() if isinstance(op, AicfcOp) else None
+    if why is None and type(op) not in VJP_RULES:
         return "no VJP rule is registered for it (passes/vjp_rules.py)"
-    if isinstance(op, ad.EpilogueGradOp) and op.act.data != Activation.RELU:
-        return f"with act {op.act.data.value}, {_NEEDS_GELU_SECOND}"
-    return None
+    return why
 
 
 VJP_RULES: dict[type[Operation], VjpRule] = {
