@@ -36,7 +36,6 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import builtin, func
-from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -50,6 +49,7 @@ from aicfc.dialects.diagnostics import OpError, copy_location
 from aicfc.dialects.flags import OpFlag, static_flags
 from aicfc.dialects.graph import Activation, AddOp, BiasAddOp, GemmEpilogueOp, MatmulOp, ReshapeOp
 from aicfc.dialects.roles import arg_name, arg_role, functions, result_names
+from aicfc.dialects.tensors import shape_of
 from aicfc.passes.linear_layers import (
     Linear,
     input_independent,
@@ -64,12 +64,6 @@ F = OpFlag
 # ----------------------------------------------------------------------------
 
 
-def _dims(v: SSAValue) -> tuple[int, ...]:
-    t = v.type
-    assert isinstance(t, TensorType)
-    return tuple(t.get_shape())
-
-
 @dataclass(frozen=True)
 class Pair:
     """Two foldable layers: first (in -> hidden) then second (hidden -> out)."""
@@ -79,9 +73,9 @@ class Pair:
 
     def sizes(self) -> tuple[int, int, int]:
         """(in, hidden, out) features."""
-        h = _dims(self.first.output)[1]
-        out = _dims(self.second.output)[1]
-        w1 = _dims(self.first.weight)
+        h = shape_of(self.first.output.type)[1]
+        out = shape_of(self.second.output.type)[1]
+        w1 = shape_of(self.first.weight.type)
         in_ = w1[1] if self.first.transpose_w else w1[0]
         return in_, h, out
 

@@ -26,13 +26,7 @@ from aicfc.dialects.graph import (
     ReshapeOp,
     TransposeOp,
 )
-from aicfc.dialects.tensors import is_float
-
-
-def _shape(v: SSAValue) -> tuple[int, ...] | None:
-    t = v.type
-    return tuple(t.get_shape()) if isinstance(t, TensorType) else None
-
+from aicfc.dialects.tensors import is_float, shape_of
 
 # --- layout ------------------------------------------------------------------
 
@@ -76,9 +70,7 @@ class ReshapeOfReshape(RewritePattern):
         if inner.input.type == op.result.type:
             rewriter.replace(op, [], [inner.input])
             return
-        shape = _shape(op.result)
-        assert shape is not None
-        new = ReshapeOp(inner.input, shape)
+        new = ReshapeOp(inner.input, shape_of(op.result.type))
         copy_location(op, new)
         rewriter.replace(op, new)
 
@@ -92,8 +84,8 @@ def _broadcast_bias(v: SSAValue, out_shape: tuple[int, ...]) -> SSAValue | None:
     if not isinstance(owner, Operation) or not static_flags(owner) & OpFlag.IS_BROADCAST:
         return None
     b = owner.operands[0]
-    bs = _shape(b)
-    if bs is None or len(bs) != 1 or len(out_shape) < 1 or bs[0] != out_shape[-1]:
+    bs = shape_of(b.type)
+    if len(bs) != 1 or len(out_shape) < 1 or bs[0] != out_shape[-1]:
         return None
     return b
 
