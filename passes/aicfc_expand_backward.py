@@ -129,10 +129,7 @@ class _Expansion:
 
     def new(self, op: Operation, like: Operation) -> SSAValue:
         """Insert a pass-made op (seed, zeros, accumulation) located at `like`."""
-        self.builder.insert(op)
-        op.location = like.location
-        self.created.add(op)
-        return op.results[0]
+        return VjpContext(self.builder, like, (), self.created).value(op)
 
     def accumulate(self, value: SSAValue, grad: SSAValue, at: Operation) -> None:
         """grads[value] += grad (the first partial gradient is taken as is)."""
