@@ -112,16 +112,6 @@ def _dtype(v: SSAValue) -> str:
     return str(t.element_type) if isinstance(t, TensorType) else str(t)
 
 
-def _flag_properties(flags: OpFlag) -> list[str]:
-    """Properties of an activation op class from its static flags (see AicfcOp.properties)."""
-    props = ["nonlinear"]
-    if not flags & OpFlag.IS_INVERTIBLE:
-        props.append("irreversible")
-    if flags & OpFlag.COLLAPSES_INFO:
-        props.append("collapse-producing")
-    return props
-
-
 # ----------------------------------------------------------------------------
 # Report data
 # ----------------------------------------------------------------------------
@@ -434,7 +424,7 @@ def _linear_node(index: int, ops: tuple[Operation, ...]) -> Node:
         act_cls = ACTIVATION_OPS[activation]
         act_name = DISPLAY_NAMES.get(act_cls.name, act_cls.name)
         title += f" + {act_name} (fused)"
-        props = ("trainable", *_flag_properties(static_flags(act_cls)))
+        props = tuple(head.semantic_properties())  # trainable, nonlinear, ... of the epilogue
     else:
         props = ("linear", "trainable")
     return Node(
