@@ -1,8 +1,8 @@
 """Linear layers in graph IR: y = op(x) @ op(W) (+ bias), as one GEMM (+ its bias_add).
 
-The matcher of aicfc-fold-linear, which folds two of them. (The operator
-report groups its "Linear" nodes itself: it also groups fused activations and
-asks for param weights.) A layer's GEMM is a
+The matcher of aicfc-fold-linear, which folds two of them; the operator report
+groups its "Linear" nodes with `layer_starting_at` too (it also takes fused
+activations and asks for param weights). A layer's GEMM is a
 `graph.matmul` or a `graph.gemm_epilogue` without activation (matched by
 OpFlag.IS_GEMM_LIKE and the absence of an `act` property), with a fused bias
 operand or followed by the `graph.bias_add` that is its only user.

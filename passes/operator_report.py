@@ -58,6 +58,7 @@ from aicfc.dialects.graph import (
 from aicfc.dialects.roles import arg_name, arg_role, functions
 from aicfc.dialects.tensors import fmt_shape, numel
 from aicfc.passes.fusion_patterns import EPILOGUE_ACTIVATIONS
+from aicfc.passes.linear_layers import layer_starting_at
 
 Shape = tuple[int, ...]
 
@@ -389,16 +390,14 @@ def linear_ops(op: Operation) -> tuple[Operation, ...] | None:
         return (op,) if all(_is_param(b) for b in extra) else None
     if op.properties.get("act") is not None:
         return (op,)
-    user = op.results[0].get_user_of_unique_use()
+    layer = layer_starting_at(op)  # with the bias_add that is the product's only user
+    bias_add = layer.bias_op if layer is not None else None
     if (
-        user is not None
-        and static_flags(user) & OpFlag.IS_BIAS_ADD
-        and static_flags(user) & OpFlag.IS_ELEMENTWISE
-        and user.operands[0] is op.results[0]
-        and _is_param(user.operands[1])
-        and user.parent_block() is op.parent_block()
+        bias_add is not None
+        and _is_param(bias_add.operands[1])
+        and bias_add.parent_block() is op.parent_block()
     ):
-        return (op, user)
+        return (op, bias_add)
     return (op,)
 
 
