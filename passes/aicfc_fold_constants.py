@@ -12,6 +12,9 @@ Why a pass and not a canonicalization pattern: a dialect imports no runtime
 `canonicalize` keeps the structural rewrites (dialects/canonicalization/) and
 this pass, run right after it in the train pipeline, does the arithmetic.
 
+Operand values the reference refuses (constant labels outside [0, C)) are an
+error naming the op, as they would be when the step runs.
+
 Not folded:
 - stochastic ops (dropout): the draw stays visible in the IR and the report;
 - results the NumPy runtime has no dtype for (bf16);
@@ -39,7 +42,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from aicfc.dialects.base import AicfcOp
-from aicfc.dialects.diagnostics import copy_location
+from aicfc.dialects.diagnostics import OpError, copy_location
 from aicfc.dialects.flags import OpFlag, static_flags
 from aicfc.dialects.graph import ConstantOp
 from aicfc.dialects.tensors import numel
@@ -92,7 +95,10 @@ class FoldConstantOperands(RewritePattern):
             dtypes = [numpy_dtype(t.element_type) for t in result_types]
         except InterpreterError:
             return  # a dtype the NumPy runtime cannot hold: leave the op to run
-        outs = ref(*arrays, **op.kernel_params())[: len(result_types)]
+        try:
+            outs = ref(*arrays, **op.kernel_params())[: len(result_types)]
+        except ValueError as e:  # the reference refuses the values (labels outside [0, C))
+            raise OpError(op, f"cannot be evaluated on its constant operands: {e}") from None
         values = [
             np.asarray(v, dtype=dt).reshape(tuple(t.get_shape()))
             for t, dt, v in zip(result_types, dtypes, outs, strict=True)
