@@ -89,7 +89,7 @@ class LocatingParser(Parser):
             op.location = FileLineColLoc(
                 StringAttr(self.file_name), IntAttr(line + self.line_offset), IntAttr(col)
             )
-        if isinstance(op, func.FuncOp):  # its signature's arguments were parsed first
+        if isinstance(op, func.FuncOp) and op.body.blocks:  # arguments parsed first
             spans = self._argument_spans[first_arg : first_arg + len(op.args)]
             for arg, (text, at_line, at_col) in zip(op.args, spans, strict=False):
                 if text == f"%{arg.name_hint}":
@@ -148,6 +148,21 @@ def _culprit(op: Operation, message: str) -> Operation:
     return definitions[1] if len(definitions) > 1 else op
 
 
+def _check_attr_counts(fn: func.FuncOp, name: str) -> None:
+    """arg_attrs / res_attrs hold one dictionary per argument / result (as MLIR's func verifier
+    requires; xDSL's does not check it, and every reader of roles and names indexes by it)."""
+    for what, attrs, types in (
+        ("argument", fn.arg_attrs, fn.function_type.inputs.data),
+        ("result", fn.res_attrs, fn.function_type.outputs.data),
+    ):
+        if attrs is not None and len(attrs.data) != len(types):
+            where = location_of(fn) or name
+            raise IRError(
+                f"{where}: error: 'func.func' @{fn.sym_name.data} has {len(attrs.data)} "
+                f"{what} attribute dictionaries for {len(types)} {what}s; expected one per {what}"
+            )
+
+
 def check_arguments(
     module: Operation, name: str = "", locations: dict[BlockArgument, str] | None = None
 ) -> None:
@@ -161,7 +176,10 @@ def check_arguments(
     """
     locations = locations or {}
     for fn in module.walk():
-        if not isinstance(fn, func.FuncOp) or fn.arg_attrs is None or not fn.body.blocks:
+        if not isinstance(fn, func.FuncOp):
+            continue
+        _check_attr_counts(fn, name)
+        if fn.arg_attrs is None or not fn.body.blocks:
             continue
         seen: dict[str, BlockArgument] = {}
         for i, (arg, attrs) in enumerate(zip(fn.args, fn.arg_attrs.data, strict=False)):
