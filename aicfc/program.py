@@ -359,10 +359,10 @@ class Program:
         """True for a device array; InputError if this backend cannot take one."""
         if not _on_device(a):
             return False
-        if self.backend.name == "numpy":
+        if not self.backend.takes_device_arrays:
             raise InputError(
-                f'input "{name}": a device (CuPy) array was given to the numpy backend, which '
-                f"takes host arrays (copy it with {name}.get())"
+                f'input "{name}": a device (CuPy) array was given to the {self.backend.name} '
+                f"backend, which takes host arrays (copy it with {name}.get())"
             )
         return True
 

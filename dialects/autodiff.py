@@ -283,7 +283,7 @@ class CrossEntropyGradOp(AicfcOp):
     labels = operand_def(TensorType)
     grad = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure(), OpInfo(F.IS_BACKWARD))
+    traits = traits_def(Pure(), OpInfo(F.IS_BACKWARD | F.TAKES_CLASS_LABELS))
     assembly_format = (
         "$logits `,` $labels `,` $grad attr-dict `:` functional-type(operands, results)"
     )
@@ -326,7 +326,7 @@ class CrossEntropyWithGradOp(AicfcOp):
     traits = traits_def(
         Pure(),
         OpInfo(
-            F.IS_LOSS | F.IS_BACKWARD | F.IS_FUSED | F.IS_REDUCTION,
+            F.IS_LOSS | F.IS_BACKWARD | F.IS_FUSED | F.IS_REDUCTION | F.TAKES_CLASS_LABELS,
             differentiable=False,
             why_not="it is made after differentiation; its gradient is one of its results",
         ),

@@ -69,6 +69,8 @@ class OpFlag(enum.IntFlag):
     """Replicates its operand along new or unit axes."""
     IS_AFFINE = 1 << 19
     """Linear up to a constant offset: x -> A x + c (bias_add)."""
+    TAKES_CLASS_LABELS = 1 << 20
+    """Operand #0 is logits [N, C] and operand #1 integer class labels [N] in [0, C)."""
     # --- derived: computed per instance in context (bits 32-63) ---
     DTYPE_F32 = 1 << 32
     DTYPE_F16 = 1 << 33

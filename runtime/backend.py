@@ -200,6 +200,8 @@ class Backend(ABC):
 
     name: ClassVar[str]
     kernel_backend: ClassVar[str]
+    takes_device_arrays: ClassVar[bool] = False
+    """Whether `Executable.run` accepts arrays already on the device as inputs."""
 
     @classmethod
     def unavailable_reason(cls) -> str | None:

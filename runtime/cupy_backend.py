@@ -149,6 +149,7 @@ class CupyBackend(Backend):
 
     name = "cupy"
     kernel_backend = "cuda"
+    takes_device_arrays = True
 
     def __init__(
         self,

@@ -37,6 +37,7 @@ step runs; never a traceback.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import sys
@@ -51,8 +52,7 @@ from xdsl.utils.exceptions import DiagnosticException, PassFailedException
 
 from aicfc.context import make_context
 from aicfc.dialects import exec as ex
-from aicfc.dialects.autodiff import CrossEntropyGradOp, CrossEntropyWithGradOp
-from aicfc.dialects.graph import CrossEntropyOp
+from aicfc.dialects.flags import OpFlag, static_flags
 from aicfc.dialects.roles import arg_name
 from aicfc.execute import LoadedFunction
 from aicfc.ir import IRError, parse_module
@@ -64,36 +64,40 @@ class RunError(Exception):
     """A user mistake on the command line or in the data files."""
 
 
-def _implements_cross_entropy(launch: ex.LaunchOp) -> bool:
-    """True if the launch's registry entry implements graph.cross_entropy (or its grad, or
-    both fused)."""
-    try:
-        op_name = registry.get(launch.kernel_name).op
-    except registry.UnknownKernelError:
-        return False
+@functools.cache
+def _takes_class_labels(op_name: str) -> bool:
+    """True if the op's flags say operand #1 is class labels for the logits in operand #0."""
     cls = make_context().get_optional_op(op_name)
-    return cls is not None and issubclass(
-        cls, CrossEntropyOp | CrossEntropyGradOp | CrossEntropyWithGradOp
-    )
+    return cls is not None and bool(static_flags(cls) & OpFlag.TAKES_CLASS_LABELS)
+
+
+def _kernel_op(launch: ex.LaunchOp) -> str:
+    try:
+        return registry.get(launch.kernel_name).op
+    except registry.UnknownKernelError:
+        return ""
 
 
 def label_classes(module: ModuleOp) -> dict[str, int]:
     """Classes C of each integer argument that is a cross-entropy's labels, by name.
 
-    Graph IR: the labels operand of graph.cross_entropy is a function argument
-    (C = the logits' last dim). Exec IR: a launch whose registry kernel
-    implements cross_entropy reads an input buffer as its labels (operand #1).
+    Graph IR: operand #1 of an op flagged TAKES_CLASS_LABELS (cross_entropy, its
+    grad, the fused pair) is a function argument (C = the logits' last dim). Exec
+    IR: a launch whose registry kernel implements such an op reads an input buffer
+    as its labels (operand #1).
     """
     classes: dict[str, int] = {}
     for op in module.walk():
-        if isinstance(op, CrossEntropyOp) and isinstance(op.labels, BlockArgument):
-            name = arg_name(op.labels)
+        if isinstance(op, ex.LaunchOp):
+            if len(op.inputs) >= 2 and _takes_class_labels(_kernel_op(op)):
+                labels = op.inputs[1].owner
+                if isinstance(labels, ex.BufferOp):
+                    classes[labels.buffer_name.data] = ex.buffer_type(op.inputs[0]).get_shape()[1]
+        elif len(op.operands) >= 2 and _takes_class_labels(op.name):
+            labels_arg = op.operands[1]
+            name = arg_name(labels_arg) if isinstance(labels_arg, BlockArgument) else None
             if name is not None:
-                classes[name] = op.logits.type.get_shape()[1]  # type: ignore[attr-defined]
-        elif isinstance(op, ex.LaunchOp) and len(op.inputs) >= 2 and _implements_cross_entropy(op):
-            labels = op.inputs[1].owner
-            if isinstance(labels, ex.BufferOp):
-                classes[labels.buffer_name.data] = ex.buffer_type(op.inputs[0]).get_shape()[1]
+                classes[name] = op.operands[0].type.get_shape()[1]  # type: ignore[attr-defined]
     return classes
 
 

@@ -141,7 +141,9 @@ class CrossEntropyOp(GraphOp):
     logits = operand_def(TensorType)
     labels = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure(), OpInfo(F.IS_LOSS | F.IS_REDUCTION | F.COLLAPSES_INFO))
+    traits = traits_def(
+        Pure(), OpInfo(F.IS_LOSS | F.IS_REDUCTION | F.COLLAPSES_INFO | F.TAKES_CLASS_LABELS)
+    )
     assembly_format = (
         "$logits `,` $labels attr-dict `:` `(` type($logits) `,` type($labels) `)` "
         "`->` type($result)"
