@@ -18,16 +18,26 @@ import re
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
+from xdsl.dialects.builtin import (
+    AnyDenseElement,
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    FileLineColLoc,
+    IntAttr,
+    ModuleOp,
+    RankedStructure,
+    StringAttr,
+    UnknownLoc,
+)
 from xdsl.ir import BlockArgument, Operation
 from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from aicfc.context import make_context
 from aicfc.dialects.diagnostics import format_diagnostic, location_of
 from aicfc.dialects.roles import EXTERNAL_ROLES, NAME_ATTR, ROLE_ATTR
+from aicfc.float_literals import ExactFloatPrinter, parse_dense_float, parse_float_bits
 
 
 class IRError(DiagnosticException):
@@ -47,6 +57,7 @@ class LocatingParser(Parser):
         self.argument_locations: dict[BlockArgument, str] = {}
         """`file:line:col` of each func.func argument, for `check_arguments`."""
         self._argument_spans: list[tuple[str, int, int]] = []
+        self._in_dense_array = False
 
     def parse_optional_argument(self, expect_type: bool = True):  # type: ignore[no-untyped-def]
         arg = super().parse_optional_argument(expect_type)
@@ -66,6 +77,28 @@ class LocatingParser(Parser):
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.7)
         hint = f"; did you mean {close[0]}?" if close else ""
         self.raise_error(f"Operation {name} is not registered{hint}")
+
+    def parse_dense_int_or_fp_elements_attr(
+        self, type: RankedStructure[AnyDenseElement] | None
+    ) -> DenseIntOrFPElementsAttr:
+        # Float elements from their bits (aicfc/float_literals.py); the rest as xDSL reads it.
+        dense = parse_dense_float(self, type)  # type: ignore[arg-type]
+        return dense or super().parse_dense_int_or_fp_elements_attr(type)
+
+    def parse_float(self, *, allow_negative: bool = True) -> float:
+        # A typeless float property printed as its f64 bit pattern (lr = 0x4170000000000000).
+        if self._in_dense_array:
+            return super().parse_float(allow_negative=allow_negative)
+        bits = parse_float_bits(self)
+        return super().parse_float(allow_negative=allow_negative) if bits is None else bits
+
+    def _parse_builtin_densearray_attr(self) -> DenseArrayBase | None:
+        # array<f32: ...> reads its floats with parse_float too, for another type than f64.
+        self._in_dense_array = True
+        try:
+            return super()._parse_builtin_densearray_attr()
+        finally:
+            self._in_dense_array = False
 
     def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
         # An input without ops (an empty file, a chunk after a trailing `// -----`)
@@ -228,6 +261,6 @@ def parse_module(
 def print_module(op: Operation, generic: bool = False) -> str:
     """The textual form of `op` (custom syntax unless `generic`), ending in a newline."""
     out = io.StringIO()
-    Printer(stream=out, print_generic_format=generic).print_op(op)
+    ExactFloatPrinter(stream=out, print_generic_format=generic).print_op(op)
     out.write("\n")
     return out.getvalue()

@@ -20,12 +20,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import IO
 
+from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
+from xdsl.targets.mlir import MLIRTarget
 from xdsl.transforms import get_all_passes as xdsl_passes
-from xdsl.universe import Universe
 from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import (
     ArgSpecParseError,
@@ -37,6 +39,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 import aicfc
 from aicfc.context import DIALECT_LOADERS
+from aicfc.float_literals import ExactFloatPrinter
 from aicfc.ir import IRError, parse_module, verify_located
 from aicfc.passes import get_all_passes
 from aicfc.passes.options import PassOptionError, check_options
@@ -80,7 +83,7 @@ class AicfcOptMain(xDSLOptMain):
             self.register_pass(name, generic[name])
 
     def register_all_targets(self) -> None:
-        self.available_targets["mlir"] = Universe.get_multiverse().all_targets["mlir"]
+        self.available_targets["mlir"] = lambda: ExactMLIRTarget
 
     def parse_chunk(
         self, chunk: IO[bytes], file_extension: str, start_offset: int = 0
@@ -130,6 +133,25 @@ class AicfcOptMain(xDSLOptMain):
     def apply_passes(self, prog: ModuleOp) -> None:
         self.pipeline.apply(self.ctx, prog)
         verify_located(prog, self.get_input_name())
+
+
+@dataclass(frozen=True)
+class ExactMLIRTarget(MLIRTarget):
+    """xDSL's MLIR text target printing floats exactly (aicfc/float_literals.py)."""
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        if self.syntax_highlight:  # for a terminal only: xDSL's colouring printer
+            super().emit(ctx, module, output)
+            return
+        printer = ExactFloatPrinter(
+            stream=output,
+            print_generic_format=self.print_generic_format,
+            print_properties_as_attributes=self.print_properties_as_attributes,
+            print_debuginfo=self.print_debuginfo,
+        )
+        printer.print_op(module)
+        printer.print_metadata(ctx.loaded_dialects)
+        print("\n", file=output)
 
 
 class UsageError(Exception):
