@@ -9,15 +9,20 @@ other dialects and are not registered, so `--help` lists only what applies.
 The only output target is MLIR text. `--version` prints aicfc's version and xDSL's.
 
 A user's mistake (syntax, verification, an unknown pass or option, an option of
-the wrong type, an op a pass cannot handle) prints `file:line:col: error: message`
-or `aicfc-opt: error: message` on stderr and exits 1, never a Python traceback.
-With --verify-diagnostics the message goes to stdout and the exit code is 0
-(xDSL's behaviour), so lit tests can FileCheck it.
+the wrong type, an op a pass cannot handle, a bad flag) prints `file:line:col:
+error: message` or `aicfc-opt: error: message` on stderr and exits 1, never a
+Python traceback; an internal error exits 2 and Ctrl-C prints `aicfc-opt:
+interrupted` and exits 130 (tools/cli.py). With --verify-diagnostics the message
+goes to stdout and the exit code is 0 (xDSL's behaviour), so lit tests can
+FileCheck it. `-o FILE` is written only once every chunk succeeded, atomically
+(runtime/files.py): a failure leaves an existing FILE as it was, and FILE may be
+the input.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,6 +48,14 @@ from aicfc.float_literals import ExactFloatPrinter
 from aicfc.ir import IRError, parse_module, verify_located
 from aicfc.passes import get_all_passes
 from aicfc.passes.options import PassOptionError, check_options
+from aicfc.runtime.files import WriteError, write_text
+from aicfc.tools.cli import (
+    EXIT_ERROR,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    interrupted,
+    usage_errors_exit_1,
+)
 
 XDSL_PASSES = ("canonicalize", "cse", "dce")
 """The xDSL passes aicfc-opt registers (generic rewrites our pipeline and docs use)."""
@@ -69,6 +82,7 @@ class AicfcOptMain(xDSLOptMain):
                     f"{ours}. xDSL's: {', '.join(XDSL_PASSES)}. Every pass, its IR level "
                     "and its options: docs/passes.md"
                 )
+        usage_errors_exit_1(arg_parser)
         arg_parser.add_argument(
             "--debug-traceback",
             action="store_true",
@@ -112,6 +126,8 @@ class AicfcOptMain(xDSLOptMain):
                 check_options(spec, self.available_passes[spec.name]())
             except PassOptionError as e:
                 raise UsageError(f"bad pass options in '{self.args.passes}': {e}") from None
+        print_between = self.args.print_between_passes  # printed below, floats exactly
+        self.args.print_between_passes = False
         try:
             super().setup_pipeline()
         except (ValueError, TypeError) as e:
@@ -127,12 +143,37 @@ class AicfcOptMain(xDSLOptMain):
             except (VerifyException, DiagnosticException):
                 verify_located(module, self.get_input_name())
                 raise
+            if print_between and previous is not None and nxt is not None:
+                print(f"IR after {previous.name}:")
+                ExactFloatPrinter(stream=sys.stdout).print_op(module)
+                print("\n\n\n")
 
         self.pipeline = PassPipeline(self.pipeline.passes, located)
+
+    def prepare_output(self) -> IO[str]:
+        # -o: the text is kept until every chunk succeeded, then written atomically
+        # (runtime/files.py), so a failure leaves an existing file as it was and -o
+        # may name the input file.
+        if self.args.output_file is None:
+            return sys.stdout
+        return self._output
+
+    def run(self) -> None:
+        self._output = _Text()
+        super().run()
+        if self.args.output_file is not None:
+            write_text(self.args.output_file, self._output.getvalue())
 
     def apply_passes(self, prog: ModuleOp) -> None:
         self.pipeline.apply(self.ctx, prog)
         verify_located(prog, self.get_input_name())
+
+
+class _Text(io.StringIO):
+    """The output text: xDSL's driver closes its output stream, which would discard it."""
+
+    def close(self) -> None:
+        pass
 
 
 @dataclass(frozen=True)
@@ -165,18 +206,23 @@ DESCRIPTION = (
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `aicfc-opt` console script; returns the exit code."""
+    """Entry point of the `aicfc-opt` console script; returns the exit code (tools/cli.py)."""
     try:
         AicfcOptMain(description=DESCRIPTION, args=argv).run()
+    except KeyboardInterrupt:
+        return interrupted("aicfc-opt")
     except (UsageError, PassOptionError) as e:
         print(f"aicfc-opt: error: {e}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     except (IRError, PassFailedException, DiagnosticException) as e:
         print(str(e).rstrip(), file=sys.stderr)
-        return 1
-    except OSError as e:  # a missing or unreadable input or output file
+        return EXIT_ERROR
+    except WriteError as e:  # -o: nothing was written, an existing file is intact
+        print(f"aicfc-opt: error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as e:  # a missing or unreadable input file
         print(f"aicfc-opt: error: cannot open '{e.filename}': {e.strerror}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     except Exception as e:  # an internal failure: name it, keep the exit code
         if "--debug-traceback" in (argv or sys.argv):
             raise
@@ -185,8 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "(please report this with the input file; rerun with --debug-traceback for details)",
             file=sys.stderr,
         )
-        return 2
-    return 0
+        return EXIT_INTERNAL
+    return EXIT_OK
 
 
 if __name__ == "__main__":
