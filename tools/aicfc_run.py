@@ -64,7 +64,14 @@ from aicfc.ir import IRError, parse_module
 from aicfc.runtime import registry
 from aicfc.runtime.backend import BufferSpec, CopyStep, ExecError, resolve_backend
 from aicfc.runtime.files import WriteError, atomic_write
-from aicfc.tools.cli import EXIT_ERROR, EXIT_INTERNAL, EXIT_OK, interrupted, usage_errors_exit_1
+from aicfc.tools.cli import (
+    EXIT_ERROR,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    interrupted,
+    one_line_warnings,
+    usage_errors_exit_1,
+)
 
 
 class RunError(Exception):
@@ -372,7 +379,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `aicfc-run` console script; returns the exit code (tools/cli.py)."""
     try:
-        return _main(argv)
+        with one_line_warnings("aicfc-run"):
+            return _main(argv)
     except KeyboardInterrupt:
         return interrupted("aicfc-run")
 

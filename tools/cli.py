@@ -17,7 +17,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import warnings
+from collections.abc import Iterator
 from typing import NoReturn
+
+from aicfc.dialects.diagnostics import IRWarning
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -36,6 +40,21 @@ def usage_errors_exit_1(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
 
     parser.error = error  # type: ignore[method-assign]
     return parser
+
+
+@contextlib.contextmanager
+def one_line_warnings(tool: str) -> Iterator[None]:
+    """Show each Python warning raised inside as one stderr line: `<tool>: warning: ...`,
+    or the message itself for an IRWarning (already `file:line:col: remark: ...`)."""
+
+    def show(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+        located = issubclass(category, IRWarning)
+        print(str(message) if located else f"{tool}: warning: {message}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings.showwarning = show
+        yield
 
 
 def interrupted(tool: str) -> int:
