@@ -33,9 +33,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.targets.mlir import MLIRTarget
 from xdsl.transforms import get_all_passes as xdsl_passes
-from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import (
-    ArgSpecParseError,
     DiagnosticException,
     PassFailedException,
     VerifyException,
@@ -47,18 +45,16 @@ from aicfc.context import DIALECT_LOADERS
 from aicfc.float_literals import ExactFloatPrinter
 from aicfc.ir import IRError, parse_module, verify_located
 from aicfc.passes import get_all_passes
-from aicfc.passes.options import PassOptionError, check_options
+from aicfc.passes.options import XDSL_PASSES, PassOptionError, check_pipeline
 from aicfc.runtime.files import WriteError, write_text
 from aicfc.tools.cli import (
     EXIT_ERROR,
     EXIT_INTERNAL,
     EXIT_OK,
     interrupted,
+    one_line_warnings,
     usage_errors_exit_1,
 )
-
-XDSL_PASSES = ("canonicalize", "cse", "dce")
-"""The xDSL passes aicfc-opt registers (generic rewrites our pipeline and docs use)."""
 
 
 class AicfcOptMain(xDSLOptMain):
@@ -111,21 +107,7 @@ class AicfcOptMain(xDSLOptMain):
 
     def setup_pipeline(self) -> None:
         # Validate pass names and options up front: an unknown one is a user error.
-        try:
-            specs = list(parse_pipeline(self.args.passes))
-        except ArgSpecParseError as e:  # a BaseException in xDSL: catch it by name
-            raise UsageError(f"bad pass pipeline '{self.args.passes}':\n{e}") from None
-        for spec in specs:
-            if spec.name not in self.available_passes:
-                raise UsageError(
-                    f"unknown pass '{spec.name}'; available: "
-                    + ", ".join(sorted(n for n in self.available_passes if n.startswith("aicfc")))
-                    + f" and xDSL's ({', '.join(XDSL_PASSES)}); see docs/passes.md"
-                )
-            try:
-                check_options(spec, self.available_passes[spec.name]())
-            except PassOptionError as e:
-                raise UsageError(f"bad pass options in '{self.args.passes}': {e}") from None
+        check_pipeline(self.args.passes, self.available_passes)
         print_between = self.args.print_between_passes  # printed below, floats exactly
         self.args.print_between_passes = False
         try:
@@ -208,7 +190,8 @@ DESCRIPTION = (
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `aicfc-opt` console script; returns the exit code (tools/cli.py)."""
     try:
-        AicfcOptMain(description=DESCRIPTION, args=argv).run()
+        with one_line_warnings("aicfc-opt"):
+            AicfcOptMain(description=DESCRIPTION, args=argv).run()
     except KeyboardInterrupt:
         return interrupted("aicfc-opt")
     except (UsageError, PassOptionError) as e:
