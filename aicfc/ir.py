@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import io
 import re
+from collections.abc import Mapping, Sequence
 
 from xdsl.context import Context
 from xdsl.dialects import func
@@ -29,14 +30,16 @@ from xdsl.dialects.builtin import (
     StringAttr,
     UnknownLoc,
 )
-from xdsl.ir import BlockArgument, Operation
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
+from xdsl.utils.lexer import Span
 from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from aicfc.context import make_context
 from aicfc.dialects.diagnostics import format_diagnostic, location_of
 from aicfc.dialects.roles import EXTERNAL_ROLES, NAME_ATTR, ROLE_ATTR
+from aicfc.dominance import dominance_errors
 from aicfc.float_literals import ExactFloatPrinter, parse_dense_float, parse_float_bits
 
 
@@ -58,6 +61,28 @@ class LocatingParser(Parser):
         """`file:line:col` of each func.func argument, for `check_arguments`."""
         self._argument_spans: list[tuple[str, int, int]] = []
         self._in_dense_array = False
+        self.value_names: dict[SSAValue, str] = {}
+        """Each value's name as written (`%0`, `%g#1`), for diagnostics."""
+
+    def _register_ssa_definition(self, name: str, values: Sequence[SSAValue], span: Span) -> None:
+        super()._register_ssa_definition(name, values, span)
+        for i, v in enumerate(values):
+            self.value_names[v] = f"%{name}" if len(values) == 1 else f"%{name}#{i}"
+
+    def _parse_block(self) -> Block:
+        # ^2: (a numeric block id, valid MLIR) is no valid xDSL block name: xDSL raised a
+        # bare ValueError (aicfc-opt: internal error) while naming the block.
+        token = self._current_token
+        try:
+            return super()._parse_block()
+        except ValueError as e:
+            if "Invalid Block name" not in str(e):
+                raise
+            raise ParseError(
+                token.span,
+                f"block label '{token.text}' is not supported: a block name must start with a "
+                "letter, '_', '$', '.' or '-' (for example ^bb2)",
+            ) from None
 
     def parse_optional_argument(self, expect_type: bool = True):  # type: ignore[no-untyped-def]
         arg = super().parse_optional_argument(expect_type)
@@ -143,13 +168,22 @@ def format_parse_error(e: ParseError, name: str, line_offset: int = 0) -> str:
     return f"{name}:{line + line_offset}:{col}: error: {msg}"
 
 
-def verify_located(module: Operation, name: str = "") -> None:
-    """Verify `module`; on failure raise IRError located at the innermost failing op."""
+def verify_located(
+    module: Operation, name: str = "", value_names: Mapping[SSAValue, str] | None = None
+) -> None:
+    """Verify `module`, dominance included (aicfc/dominance.py); on failure raise IRError
+    located at the innermost failing op (for dominance: the first use in source order,
+    naming the value as `value_names` spell it)."""
     try:
         module.verify()
-        return
+        failed = False
     except (VerifyException, DiagnosticException):
-        pass
+        failed = True
+    if not failed:
+        errors = dominance_errors(module, name, value_names)
+        if errors:
+            raise IRError(errors[0])
+        return
     # Post-order in source order: the innermost op first, the first failing op in the file.
     for op in module.walk(region_first=True):
         try:
@@ -245,15 +279,15 @@ def parse_module(
     """Parse and verify `text`.
 
     Raises IRError (`file:line:col: error: ...`) for a syntax error, an op that
-    fails verification, or an argument that breaks the train-step convention
-    (`check_arguments`).
+    fails verification (dominance included), or an argument that breaks the
+    train-step convention (`check_arguments`).
     """
     parser = LocatingParser(ctx or make_context(), text, name, line_offset)
     try:
         module = parser.parse_module()
     except ParseError as e:
         raise IRError(format_parse_error(e, name, line_offset)) from None
-    verify_located(module, name)
+    verify_located(module, name, parser.value_names)
     check_arguments(module, name, parser.argument_locations)
     return module
 
