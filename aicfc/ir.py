@@ -41,6 +41,7 @@ from aicfc.dialects.diagnostics import format_diagnostic, location_of
 from aicfc.dialects.roles import EXTERNAL_ROLES, NAME_ATTR, ROLE_ATTR
 from aicfc.dominance import dominance_errors
 from aicfc.float_literals import ExactFloatPrinter, parse_dense_float, parse_float_bits
+from aicfc.state_updates import warn_state_updates
 
 
 class IRError(DiagnosticException):
@@ -280,7 +281,9 @@ def parse_module(
 
     Raises IRError (`file:line:col: error: ...`) for a syntax error, an op that
     fails verification (dominance included), or an argument that breaks the
-    train-step convention (`check_arguments`).
+    train-step convention (`check_arguments`). Warns (IRWarning, a UserWarning) for a
+    state argument no result updates and a result name that matches no argument
+    (aicfc/state_updates.py).
     """
     parser = LocatingParser(ctx or make_context(), text, name, line_offset)
     try:
@@ -289,6 +292,7 @@ def parse_module(
         raise IRError(format_parse_error(e, name, line_offset)) from None
     verify_located(module, name, parser.value_names)
     check_arguments(module, name, parser.argument_locations)
+    warn_state_updates(module, name, parser.argument_locations)
     return module
 
 
