@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import io
 import re
+import struct
 from collections.abc import Mapping, Sequence
 
 from xdsl.context import Context
@@ -32,9 +33,10 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.parser import Parser
+from xdsl.parser.generic_parser import ParserState
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
-from xdsl.utils.lexer import Span
-from xdsl.utils.mlir_lexer import MLIRTokenKind
+from xdsl.utils.lexer import Input, Position, Span
+from xdsl.utils.mlir_lexer import MLIRLexer, MLIRToken, MLIRTokenKind
 
 from aicfc.context import make_context
 from aicfc.dialects.diagnostics import format_diagnostic, location_of
@@ -48,6 +50,26 @@ class IRError(DiagnosticException):
     """A parse or verify error in user IR; str() is `file:line:col: error: message`."""
 
 
+class BoundedLexer(MLIRLexer):
+    """xDSL's lexer with a string-literal check in linear time.
+
+    xDSL's string pattern `"(?:[^"\\...]+|\\...)*"` nests quantifiers, so a string that
+    is not closed on its line (or holds a bad escape) backtracks exponentially in the
+    line's length: one unclosed quote in an 80-character line took minutes. The same
+    language without the nesting fails fast; only then is xDSL's lexer asked.
+    """
+
+    _string = re.compile(r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"')
+
+    def _lex_string_literal(self, start_pos: Position) -> MLIRToken:
+        if self._string.match(self.input.content, start_pos) is None:
+            raise ParseError(
+                Span(start_pos, start_pos + 1, self.input),
+                "End of file reached before closing string literal.",
+            )
+        return super()._lex_string_literal(start_pos)
+
+
 class LocatingParser(Parser):
     """A Parser that stores each op's source position as its FileLineColLoc.
 
@@ -55,7 +77,8 @@ class LocatingParser(Parser):
     """
 
     def __init__(self, ctx: Context, text: str, name: str = "<input>", line_offset: int = 0):
-        super().__init__(ctx, text, name)
+        super().__init__(ctx, "", name)
+        self._parser_state = ParserState(BoundedLexer(Input(text, name)))  # lexes a token
         self.file_name = name
         self.line_offset = line_offset
         self.argument_locations: dict[BlockArgument, str] = {}
@@ -140,15 +163,21 @@ class LocatingParser(Parser):
         first_arg = len(self._argument_spans)
         try:
             op = super().parse_operation()
-        except VerifyException as e:
-            # A type or attribute that fails its own verify() while it is parsed
-            # (e.g. !exec.buffer<?x4xf32, tmp>) has no position: report it at the op.
-            raise ParseError(start, " ".join(str(e).split())) from None
+        except (VerifyException, ValueError, OverflowError, struct.error) as e:
+            # A type or attribute that fails its own verify() or constructor while it is
+            # parsed (!exec.buffer<?x4xf32, tmp>; dense<0x1FFFFFFFFFFFFFFFFF> : tensor<i64>,
+            # a ValueError; array<i64: 2^64>, a struct.error) has no position: report it at
+            # the op.
+            msg = " ".join(str(e).split())
+            if isinstance(e, struct.error):
+                msg = f"a value does not fit its element type ({msg})"
+            raise ParseError(start, msg) from None
         if isinstance(op.location, UnknownLoc):
             op.location = FileLineColLoc(
                 StringAttr(self.file_name), IntAttr(line + self.line_offset), IntAttr(col)
             )
-        if isinstance(op, func.FuncOp) and op.body.blocks:  # arguments parsed first
+        # Arguments parsed first; a generic "func.func" may lack its region (verify says so).
+        if isinstance(op, func.FuncOp) and len(op.regions) == 1 and op.body.blocks:
             spans = self._argument_spans[first_arg : first_arg + len(op.args)]
             for arg, (text, at_line, at_col) in zip(op.args, spans, strict=False):
                 if text == f"%{arg.name_hint}":
@@ -285,8 +314,8 @@ def parse_module(
     state argument no result updates and a result name that matches no argument
     (aicfc/state_updates.py).
     """
-    parser = LocatingParser(ctx or make_context(), text, name, line_offset)
     try:
+        parser = LocatingParser(ctx or make_context(), text, name, line_offset)
         module = parser.parse_module()
     except ParseError as e:
         raise IRError(format_parse_error(e, name, line_offset)) from None
