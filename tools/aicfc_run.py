@@ -286,6 +286,11 @@ def save_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
         raise RunError(str(e)) from None
 
 
+def _loss_text(a: np.ndarray) -> str:
+    """A one-element loss as a number; any other "loss" output as its dtype and shape."""
+    return f"{float(a.reshape(())):.6f}" if a.size == 1 else f"{a.dtype}{list(a.shape)}"
+
+
 def _describe(name: str, a: np.ndarray) -> str:
     value = f" = {a.item():.6g}" if a.size == 1 else ""
     return f"  {name}: {a.dtype}{list(a.shape)}{value}"
@@ -324,7 +329,7 @@ def run(args: argparse.Namespace) -> int:
     for step in range(1, args.steps + 1):
         outputs = loaded.run(feed)
         if "loss" in outputs and (step % every == 0 or step in (1, args.steps)):
-            print(f"step {step}: loss {float(outputs['loss']):.6f}")
+            print(f"step {step}: loss {_loss_text(outputs['loss'])}")
     results = loaded.results(outputs) if train else dict(outputs)
     print(f"@{loaded.executable.name}: {args.steps} step(s) on {loaded.store.backend.name}")
     for name, a in outputs.items():

@@ -9,6 +9,7 @@ import time
 import pytest
 
 import aicfc
+from aicfc.tools import aicfc_run
 
 
 def test_an_unclosed_string_fails_fast():
@@ -28,3 +29,17 @@ def test_a_bad_first_character_is_a_located_error():
     'aicfc-opt: internal error: ParseError'."""
     with pytest.raises(aicfc.IRError, match=r"^b\.mlir:1:1: error: Unexpected character: \ufffd"):
         aicfc.parse("\ufffdfunc.func @f() {\n}\n", "b.mlir")
+
+
+def test_aicfc_run_prints_a_loss_output_that_is_not_a_scalar(tmp_path, capsys):
+    """An output named "loss" with 4 elements: 'internal error: TypeError: only
+    0-dimensional arrays can be converted to Python scalars'."""
+    f = tmp_path / "l.mlir"
+    f.write_text(
+        'func.func @f(%x: tensor<4xf64> {aicfc.role = "input", aicfc.name = "x"})\n'
+        '    -> (tensor<4xf64> {aicfc.name = "loss"}) {\n'
+        "  func.return %x : tensor<4xf64>\n}\n"
+    )
+    assert aicfc_run.main([str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "step 1: loss float64[4]\n" in out and "  loss: float64[4]\n" in out
