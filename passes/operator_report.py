@@ -57,7 +57,7 @@ from aicfc.dialects.graph import (
 )
 from aicfc.dialects.roles import arg_name, arg_role, functions
 from aicfc.dialects.tensors import fmt_shape, numel
-from aicfc.passes.fusion_patterns import EPILOGUE_ACTIVATIONS
+from aicfc.passes.fusion.constraints import EPILOGUE_ACTIVATIONS
 from aicfc.passes.linear_layers import layer_starting_at
 
 Shape = tuple[int, ...]
