@@ -62,28 +62,6 @@ from aicfc.passes.linear_layers import layer_starting_at
 
 Shape = tuple[int, ...]
 
-DISPLAY_NAMES: dict[str, str] = {
-    "graph.constant": "Constant",
-    "graph.matmul": "MatMul",
-    "graph.gemm_epilogue": "GemmEpilogue",
-    "graph.bias_add": "BiasAdd",
-    "graph.add": "Add",
-    "graph.sub": "Sub",
-    "graph.mul": "Mul",
-    "graph.relu": "ReLU",
-    "graph.gelu": "GELU",
-    "graph.tanh": "Tanh",
-    "graph.dropout": "Dropout",
-    "graph.reshape": "Reshape",
-    "graph.transpose": "Transpose",
-    "graph.broadcast_to": "BroadcastTo",
-    "graph.softmax": "Softmax",
-    "graph.reduce_sum": "ReduceSum",
-    "graph.cross_entropy": "CrossEntropy",
-    "graph.mse_loss": "MSELoss",
-}
-"""Report names of ops (PyTorch's module names where one exists); others print their op name."""
-
 ACTIVATION_OPS: dict[Activation, type[Operation]] = {
     act: cls
     for cls, act in EPILOGUE_ACTIVATIONS.items()
@@ -421,7 +399,8 @@ def _linear_node(index: int, ops: tuple[Operation, ...]) -> Node:
     act_name, act_cls = None, None
     if activation != Activation.NONE:
         act_cls = ACTIVATION_OPS[activation]
-        act_name = DISPLAY_NAMES.get(act_cls.name, act_cls.name)
+        assert issubclass(act_cls, AicfcOp)
+        act_name = act_cls.display_name()
         title += f" + {act_name} (fused)"
         props = tuple(head.semantic_properties())  # trainable, nonlinear, ... of the epilogue
     else:
@@ -449,7 +428,7 @@ def _linear_node(index: int, ops: tuple[Operation, ...]) -> Node:
 
 def _op_node(index: int, op: AicfcOp, gradient: bool = False) -> Node:
     params = _params_of((op,))
-    kind = DISPLAY_NAMES.get(op.name, op.name)
+    kind = op.display_name()
     return Node(
         index=index,
         kind=kind,
