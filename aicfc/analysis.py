@@ -1,6 +1,6 @@
 """Operator analysis from Python: the static report, measurements, models and Programs.
 
-The static report of IR is built by `aicfc.passes.operator_report` (what the
+The static report of IR is built by `aicfc.passes.analysis` (what the
 pass `aicfc-analyze` prints); this module adds what needs the API or the
 runtime: `measure(module, values)` runs the inference function (`@predict`)
 on a real batch with the NumPy interpreter and reports the active fraction and
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from xdsl.dialects import builtin
 
-from aicfc.passes.operator_report import (
+from aicfc.passes.analysis import (
     Candidate,
     Change,
     Collapse,

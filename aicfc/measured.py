@@ -1,6 +1,6 @@
 """The measured report: what a real batch and the trained weights say (seed 002 §5).
 
-The static report (passes/operator_report.py) can only say where information *may*
+The static report (passes/analysis/) can only say where information *may*
 collapse. This module runs the inference function on a batch with the NumPy
 interpreter (runtime/interpreter.py), captures the output of every ReLU/GELU
 (fused epilogue activations included) and measures:
@@ -40,7 +40,7 @@ from xdsl.ir import SSAValue
 from aicfc.dialects.flags import OpFlag, static_flags
 from aicfc.dialects.roles import arg_name, arg_role
 from aicfc.dialects.tensors import fmt_shape
-from aicfc.passes.operator_report import Candidate, FunctionReport, Node, analyze_function
+from aicfc.passes.analysis import Candidate, FunctionReport, Node, analyze_function
 from aicfc.runtime.interpreter import run_func
 
 LIST_LIMIT = 16
