@@ -39,7 +39,7 @@ from aicfc.passes import get_all_passes
 from aicfc.passes.aicfc_fuse import AicfcFusePass, FuseFunction
 from aicfc.passes.dataflow import DataFlowGraph
 from aicfc.passes.fusion.constraints import EmptyEpilogue, HasEpilogueForm
-from aicfc.passes.fusion.matcher import Built, FusionPattern, Match, Step
+from aicfc.passes.fusion.matcher import FusionPattern, Step
 from aicfc.passes.fusion.patterns import FUSION_PATTERNS, PATTERN_GROUPS, build_gemm_epilogue
 from aicfc.runtime.interpreter import find_func, run_func
 from support import random_args
@@ -203,16 +203,6 @@ def test_registered_under_its_name() -> None:
     assert AicfcFusePass.name == "aicfc-fuse"
 
 
-def gemm_act_epilogue(m: Match, gemm: Operation, act: Operation) -> Built:
-    """The builder of a two-step (gemm, act) pattern: gemm_epilogue without a bias."""
-    return build_gemm_epilogue(m, gemm, None, act)
-
-
-def gemm_bias_epilogue(m: Match, gemm: Operation, bias_add: Operation | None) -> Built:
-    """The builder of a two-step (gemm, bias_add) pattern: gemm_epilogue without an act."""
-    return build_gemm_epilogue(m, gemm, bias_add, None)
-
-
 def test_a_new_pattern_is_a_table_entry() -> None:
     """A pattern that only fuses matmul -> act (act required, no bias step),
     written as data and run through the same driver."""
@@ -228,7 +218,8 @@ def test_a_new_pattern_is_a_table_entry() -> None:
                 constraints=(HasEpilogueForm(),),
             ),
         ),
-        builder=gemm_act_epilogue,
+        # one parameter per step: (gemm, act), the bias of gemm_epilogue left out
+        builder=lambda m, gemm, act: build_gemm_epilogue(m, gemm, None, act),
         fused_op=g.GemmEpilogueOp,
     )
     module = parse_module(LIT_FILE.read_text())
@@ -265,7 +256,7 @@ def test_a_value_the_builder_does_not_export_blocks_the_fusion() -> None:
         "bad_export",
         "forward",
         (GEMM, Step(OpFlag.IS_BIAS_ADD, exports_input="raw_product")),
-        gemm_bias_epilogue,
+        lambda m, gemm, bias_add: build_gemm_epilogue(m, gemm, bias_add, None),
         g.GemmEpilogueOp,
     )
     src = """
