@@ -210,3 +210,21 @@ def test_fuse_candidates_are_what_aicfc_fuse_fuses():
     assert "graph.gelu" not in names and "graph.bias_add" not in names
     epilogues = [op for op in module.walk() if isinstance(op, GemmEpilogueOp)]
     assert [op.activation for op in epilogues] == [Activation.GELU, Activation.NONE]
+
+
+def test_a_product_that_is_no_layer_is_a_fuse_candidate_too():
+    """aicfc-fuse fuses any plain product with its activation, not only layers with param
+    weights (the old report listed Linear nodes only); the report lists what it fuses."""
+    src = """
+    func.func @scores(%q: tensor<4x8xf32>, %k: tensor<8x4xf32>) -> tensor<4x4xf32> {
+      %s = graph.matmul %q, %k : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+      %r = graph.relu %s : tensor<4x4xf32>
+      func.return %r : tensor<4x4xf32>
+    }
+    """
+    report = analyze_module(parse_module(src)).function("scores")
+    assert [n.kind for n in report.nodes] == ["MatMul", "ReLU"]
+    assert _actions(report, "fuse") == [
+        "fuse Node 0 MatMul and Node 1 ReLU into one graph.gemm_epilogue"
+    ]
+    assert report.candidates[-1].nodes == (0, 1)
