@@ -51,8 +51,8 @@ from aicfc.passes.pipelines import GRAPH_STAGE, run_steps, stage_names, train_pi
 from aicfc.runtime.backend import Backend, BufferStore, Executable, InputError
 
 if TYPE_CHECKING:
-    from aicfc.analysis import Report
     from aicfc.measured import Thresholds
+    from aicfc.passes.analysis import Report
 
 FUNCTIONS = ("train_step", "predict")
 
@@ -323,8 +323,8 @@ class Program:
     def report(
         self, x: Any = None, batch_size: int = 1, thresholds: Thresholds | None = None
     ) -> Report:
-        """The operator report of @predict as this Program compiles it (aicfc.analysis.Report;
-        str() is the text).
+        """The operator report of @predict as this Program compiles it (aicfc.analysis.Report,
+        built by passes/analysis/ and aicfc/measured.py; str() is the text).
 
         The IR analysed is @predict after the pipeline's graph-level steps (aicfc-fuse,
         aicfc-expand-backward, aicfc-fuse, canonicalize, cse: stage "canonical"), so the
@@ -333,7 +333,8 @@ class Program:
         also the measured part (active units, dead units, weight ranks) computed with the
         current (trained) parameters. Raises InputError for a bad x.
         """
-        from aicfc.analysis import analyze_module, measure
+        from aicfc.measured import measure
+        from aicfc.passes.analysis import analyze_module
 
         if x is not None:
             host = x.get() if _on_device(x) else x  # the analysis runs on the host

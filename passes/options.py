@@ -35,7 +35,7 @@ def _backends() -> tuple[str, ...]:
 
 
 def _fuse_patterns() -> tuple[str, ...]:
-    from aicfc.passes.fusion_patterns import PATTERN_GROUPS
+    from aicfc.passes.fusion.patterns import PATTERN_GROUPS
 
     return tuple(PATTERN_GROUPS)
 

@@ -1,4 +1,4 @@
-"""The static operator report (passes/operator_report.py, the aicfc-analyze pass).
+"""The static operator report (passes/analysis/, the aicfc-analyze pass).
 
 Expected counts are computed here from the layer sizes with the conventions
 of dialects/base.py (a multiply-add is 2 FLOPs; bytes = every operand read
@@ -18,9 +18,10 @@ from xdsl.dialects.builtin import ModuleOp
 
 from aicfc import nn, optim
 from aicfc.builder import build_module, build_predict
+from aicfc.dialects.graph import Activation, GemmEpilogueOp
 from aicfc.execute import run_pipeline
 from aicfc.ir import parse_module
-from aicfc.passes.operator_report import analyze_module
+from aicfc.passes.analysis import analyze_module
 
 LIT_FILE = Path(__file__).resolve().parents[2] / "passes" / "aicfc-analyze.mlir"
 
@@ -167,3 +168,63 @@ def test_expanded_train_step_marks_gradient_nodes():
     assert [(c.in_features, c.out_features) for c in report.contractions] == [(12, 3)]
     assert all(not report.nodes[c.node].gradient for c in report.collapse_points)
     assert report.total_flops == sum(n.flops for n in report.nodes)
+
+
+def _actions(report_fn, prefix: str) -> list[str]:
+    return [c.action for c in report_fn.candidates if c.action.startswith(prefix)]
+
+
+def test_fold_candidates_are_the_pairs_aicfc_fold_linear_folds():
+    """Regression: after aicfc-fuse the report proposed folding Linear(4 -> 6) into the next
+    layer although that layer has a fused ReLU, a pair aicfc-fold-linear never folds."""
+    model = nn.Sequential(nn.Linear(4, 6), nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    module = predict_module(model, (2, 4))
+    report = analyze_module(module).function("predict")
+    # Unfused: nothing between the first two layers, and 8*4 <= 6*4 + 8*6.
+    assert _actions(report, "fold") == [
+        "fold Node 0 Linear(4 -> 6) and Node 1 Linear(6 -> 8) into one Linear(4 -> 8)"
+    ]
+    run_pipeline(module, "aicfc-fuse")
+    fused = analyze_module(module).function("predict")
+    assert fused.nodes[1].activation == "ReLU"
+    assert _actions(fused, "fold") == []
+    before = [op.name for op in module.walk()]
+    run_pipeline(module, "aicfc-fold-linear")
+    assert [op.name for op in module.walk()] == before  # the pass agrees: nothing to fold
+
+
+def test_fuse_candidates_are_what_aicfc_fuse_fuses():
+    """Regression: after aicfc-expand-backward GELU's input Z is also read by gelu_grad, so
+    the report proposed fusing only matmul + bias_add, while aicfc-fuse fuses the GELU too
+    (the gemm_epilogue re-exports Z as pre_act)."""
+    model = nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.Linear(16, 3))
+    module = build_module(model, "cross_entropy", optim.SGD(lr=0.1), 4, ("train_step",))
+    run_pipeline(module, "aicfc-expand-backward")
+    report = analyze_module(module).function("train_step")
+    assert _actions(report, "fuse") == [
+        "fuse Node 0 Linear(6 -> 16) and Node 1 GELU into one graph.gemm_epilogue",
+        "fuse Node 2 Linear(16 -> 3) into one graph.gemm_epilogue",
+    ]
+    run_pipeline(module, "aicfc-fuse")
+    names = [op.name for op in module.walk()]
+    assert "graph.gelu" not in names and "graph.bias_add" not in names
+    epilogues = [op for op in module.walk() if isinstance(op, GemmEpilogueOp)]
+    assert [op.activation for op in epilogues] == [Activation.GELU, Activation.NONE]
+
+
+def test_a_product_that_is_no_layer_is_a_fuse_candidate_too():
+    """aicfc-fuse fuses any plain product with its activation, not only layers with param
+    weights (the old report listed Linear nodes only); the report lists what it fuses."""
+    src = """
+    func.func @scores(%q: tensor<4x8xf32>, %k: tensor<8x4xf32>) -> tensor<4x4xf32> {
+      %s = graph.matmul %q, %k : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+      %r = graph.relu %s : tensor<4x4xf32>
+      func.return %r : tensor<4x4xf32>
+    }
+    """
+    report = analyze_module(parse_module(src)).function("scores")
+    assert [n.kind for n in report.nodes] == ["MatMul", "ReLU"]
+    assert _actions(report, "fuse") == [
+        "fuse Node 0 MatMul and Node 1 ReLU into one graph.gemm_epilogue"
+    ]
+    assert report.candidates[-1].nodes == (0, 1)
