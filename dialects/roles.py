@@ -4,7 +4,7 @@ A train step is a `func.func` whose arguments carry `aicfc.role` ("input",
 "param", "state") and `aicfc.name` ("fc1.weight"). A result whose `aicfc.name`
 equals a param or state argument's name is that external's next value; any
 other named result is a program output ("loss"). Names are the stable handle
-users hold: no API asks for an SSA index (seed 000 §2.1).
+users hold: no API asks for an SSA index (docs/design.md#stable-names).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The fusion pattern table of `aicfc-fuse` (seed 001 §3.2.2): patterns are data.
+"""The fusion pattern table of `aicfc-fuse` (docs/design.md#fusion-patterns): patterns are data.
 
 A pattern is a chain of steps along data-flow edges: step k+1's op consumes
 step k's result through operand `via_operand`. A step matches an op when the

@@ -1,4 +1,4 @@
-"""Packaging (DESIGN.md §1): one distribution, one import namespace, both install modes.
+"""Packaging (docs/architecture.md §0): one distribution, one import namespace, both install modes.
 
 The wheel test builds a wheel from a copy of the sources (pyproject.toml,
 README.md and the folders of `[tool.setuptools.package-dir]`, plus a probe
