@@ -14,14 +14,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.traits import OpTrait
-
-if TYPE_CHECKING:
-    pass
 
 
 class OpFlag(enum.IntFlag):
@@ -85,7 +81,7 @@ class OpFlag(enum.IntFlag):
 
 
 STATIC_MASK = (1 << 32) - 1
-DERIVED_MASK = ~STATIC_MASK & ((1 << 64) - 1)
+"""The static half of the mask (bits 0-31); derived flags use bits 32-63."""
 
 
 @dataclass(frozen=True)
@@ -181,8 +177,3 @@ def derived_flags(op: Operation) -> OpFlag:
 def all_flags(op: Operation) -> OpFlag:
     """Static and derived flags of `op` in one 64-bit mask."""
     return static_flags(op) | derived_flags(op)
-
-
-def flag_names(flags: int) -> list[str]:
-    """Names of the set bits, lowest first (for reports and diagnostics)."""
-    return [f.name for f in OpFlag if f.value and flags & f.value and f.name]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Literal
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr
 from xdsl.ir import Block, BlockArgument, SSAValue
 
 ROLE_ATTR = "aicfc.role"
@@ -74,7 +74,3 @@ def make_attrs(role: str | None = None, name: str | None = None) -> DictionaryAt
     if name is not None:
         entries[NAME_ATTR] = StringAttr(name)
     return DictionaryAttr(entries)
-
-
-def make_attr_array(items: list[DictionaryAttr]) -> ArrayAttr[DictionaryAttr]:
-    return ArrayAttr(items)
