@@ -1,4 +1,7 @@
-"""The measured report: what a real batch and the trained weights say (seed 002 §5).
+"""The measured report: what a real batch and the trained weights say.
+
+Why an analysis at all: docs/design.md#operator-analysis.
+
 
 The static report (passes/analysis/) can only say where information *may*
 collapse. This module runs the inference function on a batch with the NumPy

@@ -1,6 +1,6 @@
 """The common base of graph and autodiff ops: flags and per-op analysis.
 
-`AicfcOp` gives every op of our dialects the analysis methods of seed 002 §2:
+`AicfcOp` gives every op of our dialects the analysis methods (docs/design.md#operator-analysis):
 FLOPs, bytes moved, parameter count and human-readable properties
 (`semantic_properties()`), and the report's name of the op (`DISPLAY_NAME`). Counting
 conventions (stated once, used by the report):
@@ -101,7 +101,7 @@ class AicfcOp(IRDLOperation):
         return static_flags(self)
 
     def semantic_properties(self) -> list[str]:
-        """Human-readable properties (seed 002 §7): linear, trainable, nonlinear, ...
+        """Human-readable properties (docs/design.md#operator-analysis): linear, trainable, ...
 
         Not named `properties`: that is xDSL's dict of the op's IR properties,
         which an instance attribute of that name would hide a method behind.

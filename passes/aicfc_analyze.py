@@ -1,4 +1,4 @@
-"""aicfc-analyze: print the operator analysis report of every function (seed 002 §7).
+"""aicfc-analyze: print the operator analysis report of each function (design.md#operator-analysis).
 
 For each graph op: input and output shapes, dtype, parameters, FLOPs, bytes
 moved and properties (linear, trainable, nonlinear, irreversible,

@@ -1,6 +1,6 @@
 """aicfc-fold-linear: fold two linear layers with nothing nonlinear between (inference only).
 
-Seed 002 §4 ("연속된 Linear 연산 결합"). With PyTorch's weight layout W [out, in]:
+Exact (docs/design.md#value-preserving-rewrites). With PyTorch's weight layout W [out, in]:
 
     y = (x W1^T + b1) W2^T + b2 = x (W2 W1)^T + (W2 b1 + b2)
 

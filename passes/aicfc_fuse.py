@@ -1,4 +1,4 @@
-"""aicfc-fuse: op-flag fusion of GEMM epilogues and their backward (seed 001 §3-4).
+"""aicfc-fuse: op-flag fusion of GEMM epilogues and their backward (docs/design.md#fusion-patterns).
 
 Per block of each func.func the pass builds the CSR data-flow graph
 (passes/dataflow.py), asks the matcher for the disjoint matches of the

@@ -1,7 +1,7 @@
 """aicfc-lower-exec: graph + autodiff functions to exec programs (buffers, launches, copies).
 
 Each `func.func` becomes an `exec.program` of the same name (architecture §4,
-seed 000 §6, seed 004):
+docs/design.md#the-execution-plan-is-ir):
 
 - argument i -> `exec.buffer "<aicfc.name>"` with its `aicfc.role` (no role:
   an input; no name: "arg<i>");

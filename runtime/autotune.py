@@ -1,7 +1,7 @@
 """Autotuning: time every feasible GEMM kernel of a loaded program, remember the fastest.
 
 The cache is runtime/selector.py's `AutotuneCache` (a JSON file keyed by op,
-shape bucket, dtype and device, seed 003 §3). `tune_executable` walks the GEMM
+shape bucket, dtype and device; docs/design.md#kernel-selection). `tune_executable` walks the GEMM
 launches of a `CupyExecutable`, and for each (op, bucket) it has not seen
 times every candidate the selector would accept on this device (on random
 inputs of the launch's shapes, in its own buffers, so the program's state is

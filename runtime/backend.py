@@ -1,6 +1,6 @@
 """The runtime interface that the NumPy and CuPy backends implement.
 
-A backend executes an `exec.program` (architecture §4-§5, seed 000 §6-§10):
+A backend executes an `exec.program` (architecture §4-§5, docs/design.md#fixed-device-buffers):
 
     backend = get_backend("numpy")              # or "cupy", or "auto"
     store = backend.create_store()              # params and state, by name

@@ -1,4 +1,4 @@
-"""One ABI and one error path for every CUDA launch (seed 004 §6, §10).
+"""One ABI and one error path for every CUDA launch (docs/design.md#one-launch-abi).
 
 - Modules: each `kernels/*.cu` is compiled once per process with `cupy.RawModule`
   (NVRTC, for the device's architecture; CuPy caches the binary on disk under

@@ -1,13 +1,13 @@
 """The CuPy backend: an exec program as CUDA kernels, the whole step one CUDA graph.
 
-Seed 000 is the specification; runtime/backend.py is the interface.
+Why: docs/design.md#fixed-device-buffers and the sections after it; interface: runtime/backend.py.
 
 - Buffers are allocated once, at load: params and state in the BufferStore
   (shared with every program loaded against it), inputs as fixed device arrays,
   planned tmp buffers as views into one arena. In-place execution needs nothing
   more: an output that `aicfc-fold-inplace` made the same exec buffer as an
-  input is the same slot, hence the same array and device pointer (seed 000
-  §7, §10.1).
+  input is the same slot, hence the same array and device pointer
+  (docs/design.md#in-place-folding).
 - The kernels are the exec IR's: aicfc-lower-exec selected them for this
   device (`lower_exec_options()`: architecture, TF32 allowed, cuBLASLt usable,
   autotune cache), and loading verifies that each one can run here (a cuBLASLt
@@ -25,7 +25,7 @@ Seed 000 is the specification; runtime/backend.py is the interface.
   fixed buffer itself), ordered after the caller's current stream. One graph
   is captured per combination of host inputs and output mode, so both kinds
   of input replay without a host round trip for the device ones. Params and
-  state are never copied in (mode train of seed 000 §8.2): they accumulate in
+  state are never copied in (docs/design.md#inputs-only-replay): they accumulate in
   their fixed buffers, and `load_state_dict` writes into those buffers, so a
   checkpoint load needs no new capture. A program without state (predict) is
   the inference mode with the same mechanism. `graph=False` is the eager mode:

@@ -5,7 +5,7 @@ A `KernelSpec` records what a kernel implements (the graph/autodiff op, or
 (`Constraints`: alignment, minimum sizes, activations, ...), its flags
 (`inplace_ok`, `tensor_core`, `library`, ...), the C ABI of its scalar
 parameters and, for CUDA kernels, the `.cu` source and `extern "C"` symbol
-(seed 004 §0-§1, seed 003 §7). `aicfc-lower-exec` reads this table and
+(docs/design.md#kernel-selection). `aicfc-lower-exec` reads this table and
 `runtime/selector.py` scores its entries, so this module imports no backend,
 no xDSL and no NumPy.
 

@@ -8,9 +8,9 @@ every registered candidate is first checked against its `Constraints` (dtype,
 layout, transposes, activations, alignment, minimum sizes, arch, required
 capabilities); a refusal says why. The survivors are scored by `SCORE_RULES`
 (data: name, points, predicate); the highest score wins, then the higher
-`priority`, then the name (seed 003 §7: rules plus capability). An
+`priority`, then the name (docs/design.md#kernel-selection: rules plus capability). An
 `AutotuneCache` (a small JSON file keyed by op, shape bucket, dtype and device)
-overrides the choice when it names a feasible candidate (seed 003 §3).
+overrides the choice when it names a feasible candidate.
 
 Imports no backend (no CuPy, no xDSL): `aicfc-lower-exec` calls it at compile
 time and the CUDA backend may call it again at load time.

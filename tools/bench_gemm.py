@@ -23,7 +23,7 @@ launches captured in one CUDA graph per timing (device time per launch, the
 way a replayed step runs them, not Python's launch rate), and shows the
 selector's rule choice next to them.
 
-Not a test: a tool that prints a table (seed 003 §2).
+Not a test: a tool that prints a table (docs/design.md#kernel-selection).
 """
 
 from __future__ import annotations

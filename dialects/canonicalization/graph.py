@@ -1,4 +1,7 @@
-"""Canonicalization patterns of graph ops (seed 002 §4: remove what does nothing).
+"""Canonicalization patterns of graph ops: remove what does nothing.
+
+Why every rewrite is exact: docs/design.md#value-preserving-rewrites.
+
 
 Each pattern is rooted at one op class and says its rewrite in math form. They
 run under xDSL's `canonicalize` (with its DCE), so an op made dead by a rewrite

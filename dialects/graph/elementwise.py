@@ -118,7 +118,7 @@ class MulOp(BinaryElementwiseOp):
 
 @irdl_op_definition
 class ReluOp(UnaryElementwiseOp):
-    """y = max(x, 0). Collapses the negative half-line to 0 (seed 002 §5).
+    """y = max(x, 0). Collapses the negative half-line to 0 (docs/design.md#operator-analysis).
 
     ```mlir
     %y = graph.relu %x : tensor<8x16xf32>

@@ -1,4 +1,4 @@
-"""The operator analysis report (seed 002 §2, §5, §7): what each op does to information.
+"""The operator analysis report (docs/design.md#operator-analysis): what ops do to information.
 
 `analyze_module(module)` walks every `func.func` and describes each graph op
 (its input and output shapes, dtype, parameters, FLOPs, bytes moved and

@@ -1,4 +1,4 @@
-"""The fusion pattern table of `aicfc-fuse` (seed 001 §3.2.2): patterns are data.
+"""The fusion pattern table of `aicfc-fuse` (docs/design.md#fusion-patterns): patterns are data.
 
 Each rule is one row: a `FusionPattern` whose steps are flag masks and
 constraints (the matcher, passes/fusion/matcher.py, says how they match), and

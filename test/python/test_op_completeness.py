@@ -75,7 +75,7 @@ DESIGN_OPS = [
     "autodiff.adam_step",
     "autodiff.sgd_step",
 ]
-"""The ops that DESIGN.md §2 names (names are contracts)."""
+"""The ops the design names (docs/architecture.md §2: names are contracts)."""
 
 
 def test_dialects_define_the_design_ops() -> None:

@@ -35,7 +35,7 @@ def linear_counts(batch: int, fan_in: int, fan_out: int) -> tuple[int, int, int]
     return params, flops, matmul_bytes + bias_bytes
 
 
-def seed_network() -> nn.Module:
+def mlp_10_20_5() -> nn.Module:
     return nn.Sequential(nn.Linear(10, 20), nn.ReLU(), nn.Linear(20, 5))
 
 
@@ -43,8 +43,8 @@ def predict_module(model: nn.Module, x_shape: tuple[int, ...]) -> ModuleOp:
     return ModuleOp([build_predict(model, x_shape)])
 
 
-def test_seed_network_parameters_flops_and_bytes():
-    report = analyze_module(predict_module(seed_network(), (1, 10))).function("predict")
+def test_mlp_10_20_5_parameters_flops_and_bytes():
+    report = analyze_module(predict_module(mlp_10_20_5(), (1, 10))).function("predict")
     kinds = [n.kind for n in report.nodes]
     assert kinds == ["Linear", "ReLU", "Linear"]
     first, relu, second = report.nodes
@@ -63,15 +63,16 @@ def test_seed_network_parameters_flops_and_bytes():
     assert report.arithmetic_intensity == pytest.approx(total_flops / total_bytes)
 
 
-def test_seed_network_facts_and_candidates():
-    report = analyze_module(predict_module(seed_network(), (1, 10))).function("predict")
+def test_mlp_10_20_5_facts_and_candidates():
+    report = analyze_module(predict_module(mlp_10_20_5(), (1, 10))).function("predict")
     assert [(c.node, c.reason) for c in report.collapse_points] == [
         (1, "every negative input becomes 0")
     ]
     assert [(c.node, c.in_features, c.out_features) for c in report.expansions] == [(0, 10, 20)]
     assert [(c.node, c.in_features, c.out_features) for c in report.contractions] == [(2, 20, 5)]
     actions = [c.action for c in report.candidates]
-    # Seed 002 §7's three candidates, in its order, then the fusion the IR allows.
+    # The three candidates of docs/design.md#operator-analysis, in its order, then the fusion
+    # the IR allows.
     assert actions[:3] == [
         "inspect effective rank of Node 0 Linear(10 -> 20)",
         "measure ReLU activation ratio at Node 1",
@@ -91,7 +92,7 @@ def test_no_expansion_no_collapse_no_such_candidates():
 
 
 def test_fused_linear_relu_is_one_nonlinear_node():
-    module = predict_module(seed_network(), (4, 10))
+    module = predict_module(mlp_10_20_5(), (4, 10))
     run_pipeline(module, "aicfc-fuse")
     report = analyze_module(module).function("predict")
     assert [n.kind for n in report.nodes] == ["Linear", "Linear"]
@@ -135,12 +136,12 @@ def test_report_text_is_what_the_pass_prints():
 
 def test_unknown_function_is_a_key_error_naming_the_functions():
     with pytest.raises(KeyError, match=r"no function @nope .*@predict"):
-        analyze_module(predict_module(seed_network(), (1, 10)), "nope")
+        analyze_module(predict_module(mlp_10_20_5(), (1, 10)), "nope")
 
 
 def test_numbers_scale_with_the_batch():
-    small = analyze_module(predict_module(seed_network(), (1, 10))).function("predict")
-    big = analyze_module(predict_module(seed_network(), (64, 10))).function("predict")
+    small = analyze_module(predict_module(mlp_10_20_5(), (1, 10))).function("predict")
+    big = analyze_module(predict_module(mlp_10_20_5(), (64, 10))).function("predict")
     assert big.total_params == small.total_params
     assert big.nodes[0].flops == linear_counts(64, 10, 20)[1]
     # Weights are read once per call: intensity grows with the batch.
