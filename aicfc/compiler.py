@@ -6,11 +6,11 @@ bound as the attribute `aicfc.compile` on import and hide the function.
 
 from __future__ import annotations
 
+from aicfc.backends import resolve_backend
 from aicfc.builder import LOSSES
 from aicfc.nn import Module
 from aicfc.optim import Adam, Optimizer
 from aicfc.program import Program
-from aicfc.runtime.backend import resolve_backend
 
 
 def compile(

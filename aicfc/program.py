@@ -48,7 +48,9 @@ from aicfc.nn import Module, ShapeError
 from aicfc.optim import Optimizer
 from aicfc.passes.aicfc_expand_backward import unused_wrt
 from aicfc.passes.pipelines import GRAPH_STAGE, run_steps, stage_names, train_pipeline
-from aicfc.runtime.backend import Backend, BufferStore, Executable, InputError
+from aicfc.runtime.backend import Backend, Executable
+from aicfc.runtime.errors import InputError
+from aicfc.runtime.store import BufferStore
 
 if TYPE_CHECKING:
     from aicfc.measured import Thresholds

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from aicfc.runtime.backend import ExecError
+from aicfc.runtime.errors import ExecError
 from aicfc.runtime.registry import KernelSpec
 
 KERNEL_ABI_VERSION = 1

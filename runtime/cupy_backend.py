@@ -63,19 +63,7 @@ import numpy as np
 from aicfc.dialects import exec as ex
 from aicfc.runtime import cublaslt as cublaslt_mod
 from aicfc.runtime import registry
-from aicfc.runtime.backend import (
-    Backend,
-    BackendUnavailable,
-    BufferSpec,
-    BufferStore,
-    CopyStep,
-    ExecError,
-    ExecPlan,
-    Executable,
-    InputError,
-    LaunchStep,
-    StoreError,
-)
+from aicfc.runtime.backend import Backend, Executable
 from aicfc.runtime.capture import (
     CapturedGraph,
     PinnedBuffer,
@@ -92,6 +80,8 @@ from aicfc.runtime.cuda_launch import (
     launch_adam_group,
     launches_for,
 )
+from aicfc.runtime.errors import BackendUnavailable, ExecError, InputError, StoreError
+from aicfc.runtime.plan import BufferSpec, CopyStep, ExecPlan, LaunchStep
 from aicfc.runtime.schedule import (
     Access,
     Schedule,
@@ -102,6 +92,7 @@ from aicfc.runtime.schedule import (
     schedule,
 )
 from aicfc.runtime.selector import Problem, refusal
+from aicfc.runtime.store import BufferStore
 
 AUTOTUNE_ENV = "AICFC_AUTOTUNE_CACHE"
 DEFAULT_AUTOTUNE_CACHE = Path("~/.cache/aicfc/autotune.json")
@@ -326,8 +317,8 @@ class CupyExecutable(Executable):
     def __init__(self, backend: CupyBackend, plan: ExecPlan, store: BufferStore):
         import cupy
 
-        super().__init__(plan, store)
-        self.backend = backend
+        super().__init__(backend, plan, store)
+        self.backend: CupyBackend = backend
         self.context = DeviceContext(backend.sm_count, backend.cublaslt)
         self.arena = cupy.zeros(max(plan.arena_size or 0, 1), dtype=np.uint8)
         self.arrays: list[Any] = [self._allocate(b) for b in plan.buffers]

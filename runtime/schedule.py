@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from aicfc.runtime.backend import CopyStep, ExecPlan, LaunchStep
+from aicfc.runtime.plan import CopyStep, ExecPlan, LaunchStep
 
 ARENA = "arena"
 """The memory space of planned tmp buffers (exec.alloc with an offset)."""

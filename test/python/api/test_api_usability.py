@@ -18,7 +18,8 @@ from xdsl.ir import SSAValue
 
 import aicfc
 from aicfc import nn, optim
-from aicfc.runtime.backend import BackendUnavailable, get_backend, resolve_backend
+from aicfc.backends import get_backend, resolve_backend
+from aicfc.runtime.errors import BackendUnavailable
 
 
 def mlp(*dims: int) -> nn.Sequential:

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from aicfc.runtime import cuda_abi, cuda_launch, registry
-from aicfc.runtime.backend import BackendUnavailable
 from aicfc.runtime.cuda_abi import CudaKernelError, pack_scalars, to_c_scalar
 from aicfc.runtime.cupy_backend import CupyBackend
+from aicfc.runtime.errors import BackendUnavailable
 
 
 @pytest.fixture(autouse=True)
@@ -421,7 +421,7 @@ def lowered_plans(model: Any, loss: str, optimizer: Any, batch: int) -> list[Any
     from aicfc.context import make_context
     from aicfc.dialects import exec as ex
     from aicfc.passes.pipelines import run_steps, train_pipeline
-    from aicfc.runtime.backend import ExecPlan
+    from aicfc.runtime.plan import ExecPlan
 
     module = build_module(model, loss, optimizer, batch)
     cap = {"arch": 90, "tensor_core": True, "cublaslt": False, "tf32": False}
@@ -447,7 +447,7 @@ def models() -> list[tuple[str, Any, str, Any]]:
 def test_every_launch_of_a_lowered_program_binds(name, model, loss, opt):
     """What the pipeline emits passes every launcher's buffer checks (as CupyExecutable binds
     it: multi-tensor groups included), so the checks refuse only what does not fit."""
-    from aicfc.runtime.backend import LaunchStep
+    from aicfc.runtime.plan import LaunchStep
 
     for plan in lowered_plans(model, loss, opt, batch=48):
         arrays = [FakeArray(b.shape, b.dtype) for b in plan.buffers]

@@ -23,8 +23,10 @@ import pytest
 
 import aicfc
 from aicfc import nn, optim
+from aicfc.backends import get_backend
 from aicfc.program import Program
-from aicfc.runtime.backend import ExecError, InputError, LaunchStep, get_backend
+from aicfc.runtime.errors import ExecError, InputError
+from aicfc.runtime.plan import LaunchStep
 from gpu.gpu_support import gpu, rel_err
 
 pytestmark = gpu

@@ -10,15 +10,11 @@ import types
 import numpy as np
 import pytest
 
+from aicfc.backends import get_backend
 from aicfc.dialects import exec as ex
 from aicfc.ir import parse_module
-from aicfc.runtime.backend import (
-    Backend,
-    BackendUnavailable,
-    ExecError,
-    InputError,
-    get_backend,
-)
+from aicfc.runtime.backend import Backend
+from aicfc.runtime.errors import BackendUnavailable, ExecError, InputError
 from aicfc.runtime.interpreter import find_func, run_func
 from aicfc.runtime.numpy_backend import NumpyBackend
 from support import exec_programs, rel_err

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from aicfc.runtime.backend import BufferSpec, CopyStep, ExecPlan, LaunchStep
 from aicfc.runtime.capture import issue_schedule
+from aicfc.runtime.plan import BufferSpec, CopyStep, ExecPlan, LaunchStep
 from aicfc.runtime.schedule import (
     ARENA,
     Access,
