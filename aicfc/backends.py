@@ -19,8 +19,8 @@ from aicfc.runtime.errors import BackendUnavailable
 from aicfc.runtime.registry import runtime_name
 
 BACKEND_CLASSES: dict[str, tuple[str, str]] = {
-    "numpy": ("aicfc.runtime.numpy_backend", "NumpyBackend"),
-    "cupy": ("aicfc.runtime.cupy_backend", "CupyBackend"),
+    "numpy": ("aicfc.runtime.numpy.backend", "NumpyBackend"),
+    "cupy": ("aicfc.runtime.cuda.backend", "CupyBackend"),
 }
 """Backend name (`Backend.name`) -> (module, class) of its implementation."""
 

@@ -102,7 +102,8 @@ def run_variant(kernel: str, m: int, n: int, k: int, ctx: Any, stream: Any) -> d
     """Time one variant on fresh random X [M, K], W [N, K], b [N]; error vs float64."""
     import cupy
 
-    from aicfc.runtime import cuda_launch, registry
+    from aicfc.runtime import registry
+    from aicfc.runtime.cuda import launch as cuda_launch
 
     spec = registry.get(kernel)
     rng = cupy.random.default_rng(m * 7 + n * 3 + k)
@@ -153,8 +154,9 @@ def small_products(ctx: Any, stream: Any) -> list[tuple[str, str, dict[str, Any]
     """Every variant of each small-config product, graph-timed, with its error."""
     import cupy
 
-    from aicfc.runtime import cuda_launch, registry
-    from aicfc.runtime.autotune import time_launches
+    from aicfc.runtime import registry
+    from aicfc.runtime.cuda import launch as cuda_launch
+    from aicfc.runtime.cuda.autotune import time_launches
     from aicfc.runtime.selector import DEFAULT_CAPABILITY, Problem, refusal, select
 
     rows: list[tuple[str, str, dict[str, Any]]] = []
@@ -239,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = parse_sizes(args.sizes) if args.sizes else DEFAULT_SIZES
     import cupy
 
-    from aicfc.runtime.cuda_launch import DeviceContext
+    from aicfc.runtime.cuda.launch import DeviceContext
 
     ctx = DeviceContext()
     stream = cupy.cuda.Stream(non_blocking=True)

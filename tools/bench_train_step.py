@@ -171,7 +171,7 @@ def aicfc_program(
 ) -> Any:
     from aicfc import nn, optim
     from aicfc.program import Program
-    from aicfc.runtime.cupy_backend import CupyBackend
+    from aicfc.runtime.cuda.backend import CupyBackend
 
     layers: list[Any] = []
     for i, (w, b) in enumerate(init_weights(widths)):
@@ -232,7 +232,7 @@ def bench_aicfc_tuned(config: str, tf32: bool) -> dict[str, Any]:
     """Tune the step's GEMMs (runtime/autotune.py), then measure a program compiled with it."""
     import tempfile
 
-    from aicfc.runtime import autotune
+    from aicfc.runtime.cuda import autotune
 
     batch, widths = CONFIGS[config]
     x, y = make_data(batch, widths)
@@ -276,7 +276,7 @@ def profile_aicfc(
     """
     import cupy
 
-    from aicfc.runtime.capture import copy_on_device
+    from aicfc.runtime.cuda.capture import copy_on_device
     from aicfc.runtime.schedule import longest_chain
 
     batch, widths = CONFIGS[config]

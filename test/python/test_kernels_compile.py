@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from aicfc.runtime import registry
-from aicfc.runtime.cuda_abi import KERNEL_ABI_VERSION
+from aicfc.runtime.cuda.abi import KERNEL_ABI_VERSION
 
 KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 SOURCES = sorted(p.name for p in KERNELS.glob("*.cu"))

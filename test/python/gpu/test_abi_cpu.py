@@ -19,9 +19,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from aicfc.runtime import cuda_abi, cuda_launch, registry
-from aicfc.runtime.cuda_abi import CudaKernelError, pack_scalars, to_c_scalar
-from aicfc.runtime.cupy_backend import CupyBackend
+from aicfc.runtime import registry
+from aicfc.runtime.cuda import abi as cuda_abi
+from aicfc.runtime.cuda import launch as cuda_launch
+from aicfc.runtime.cuda.abi import CudaKernelError, pack_scalars, to_c_scalar
+from aicfc.runtime.cuda.backend import CupyBackend
 from aicfc.runtime.errors import BackendUnavailable
 
 

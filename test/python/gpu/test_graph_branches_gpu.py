@@ -37,7 +37,7 @@ N = 1024
 
 
 def backend(**options: Any) -> Any:
-    from aicfc.runtime.cupy_backend import CupyBackend
+    from aicfc.runtime.cuda.backend import CupyBackend
 
     return CupyBackend(**options)
 

@@ -17,7 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from aicfc.runtime import cuda_abi, cuda_launch, reference, registry
+from aicfc.runtime import reference, registry
+from aicfc.runtime.cuda import abi as cuda_abi
+from aicfc.runtime.cuda import launch as cuda_launch
 from gpu import cuda_emu
 from gpu.cuda_emu import EmuArray, EmuContext, EmuFunction, NullStream
 from gpu.gpu_support import F32_TOL, rel_err

@@ -15,8 +15,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from aicfc.runtime import cuda_abi, cuda_launch, reference, registry
-from aicfc.runtime.cuda_abi import CudaKernelError
+from aicfc.runtime import reference, registry
+from aicfc.runtime.cuda import abi as cuda_abi
+from aicfc.runtime.cuda import launch as cuda_launch
+from aicfc.runtime.cuda.abi import CudaKernelError
 from gpu.gpu_support import F32_TOL, TF32_TOL, gpu, randn, rel_err
 
 pytestmark = gpu
@@ -29,7 +31,7 @@ class Ctx(cuda_launch.DeviceContext):
     nvmath-python is not usable."""
 
     def cublaslt(self) -> Any:
-        from aicfc.runtime import cublaslt
+        from aicfc.runtime.cuda import cublaslt
 
         reason = cublaslt.available()
         if reason:

@@ -17,7 +17,9 @@ from aicfc.builder import build_train_step
 from aicfc.context import make_context
 from aicfc.dialects import exec as ex
 from aicfc.passes.pipelines import run_steps, train_pipeline
-from aicfc.runtime import cuda_abi, cuda_launch, registry
+from aicfc.runtime import registry
+from aicfc.runtime.cuda import abi as cuda_abi
+from aicfc.runtime.cuda import launch as cuda_launch
 from aicfc.runtime.selector import AutotuneCache, Problem, select
 from gpu.cuda_emu import EmuArray, EmuContext
 

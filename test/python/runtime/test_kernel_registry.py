@@ -115,8 +115,8 @@ def test_extension_with_a_duplicate_name_is_an_error(monkeypatch):
 def test_registry_and_selector_import_no_backend():
     code = (
         "import sys, aicfc.runtime.registry, aicfc.runtime.selector, aicfc.runtime;"
-        "bad = [m for m in ('cupy', 'numpy', 'xdsl', 'aicfc.runtime.numpy_backend',"
-        " 'aicfc.runtime.cupy_backend', 'aicfc.runtime.backend') if m in sys.modules];"
+        "bad = [m for m in ('cupy', 'numpy', 'xdsl', 'aicfc.runtime.numpy.backend',"
+        " 'aicfc.runtime.cuda.backend', 'aicfc.runtime.backend') if m in sys.modules];"
         "print(','.join(bad))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

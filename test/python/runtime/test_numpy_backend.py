@@ -16,7 +16,7 @@ from aicfc.ir import parse_module
 from aicfc.runtime.backend import Backend
 from aicfc.runtime.errors import BackendUnavailable, ExecError, InputError
 from aicfc.runtime.interpreter import find_func, run_func
-from aicfc.runtime.numpy_backend import NumpyBackend
+from aicfc.runtime.numpy.backend import NumpyBackend
 from support import exec_programs, rel_err
 
 TRAIN = """
@@ -252,8 +252,8 @@ def test_get_backend_numpy_and_unknown_name():
 
 
 def test_cupy_backend_missing_module_is_a_clear_error(monkeypatch):
-    monkeypatch.setitem(sys.modules, "aicfc.runtime.cupy_backend", None)
-    with pytest.raises(BackendUnavailable, match=r"cupy_backend\.py is missing"):
+    monkeypatch.setitem(sys.modules, "aicfc.runtime.cuda.backend", None)
+    with pytest.raises(BackendUnavailable, match=r"aicfc/runtime/cuda/backend\.py is missing"):
         get_backend("cupy")
     assert isinstance(get_backend("auto"), NumpyBackend)
 
@@ -266,9 +266,9 @@ def test_cupy_backend_without_gpu_is_a_clear_error_and_auto_falls_back(monkeypat
         def unavailable_reason(cls):
             return "CuPy sees no CUDA device"
 
-    fake = types.ModuleType("aicfc.runtime.cupy_backend")
+    fake = types.ModuleType("aicfc.runtime.cuda.backend")
     fake.CupyBackend = FakeCupy  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "aicfc.runtime.cupy_backend", fake)
+    monkeypatch.setitem(sys.modules, "aicfc.runtime.cuda.backend", fake)
     with pytest.raises(BackendUnavailable, match="cannot run here: CuPy sees no CUDA device"):
         get_backend("cupy")
     assert type(get_backend("auto")) is NumpyBackend
@@ -278,9 +278,9 @@ def test_auto_picks_cupy_when_usable(monkeypatch):
     class FakeCupy(NumpyBackend):
         name = "cupy"
 
-    fake = types.ModuleType("aicfc.runtime.cupy_backend")
+    fake = types.ModuleType("aicfc.runtime.cuda.backend")
     fake.CupyBackend = FakeCupy  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "aicfc.runtime.cupy_backend", fake)
+    monkeypatch.setitem(sys.modules, "aicfc.runtime.cuda.backend", fake)
     assert type(get_backend("auto")) is FakeCupy
     assert issubclass(FakeCupy, Backend)
 

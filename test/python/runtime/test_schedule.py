@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from aicfc.runtime.capture import issue_schedule
+from aicfc.runtime.cuda.capture import issue_schedule
 from aicfc.runtime.plan import BufferSpec, CopyStep, ExecPlan, LaunchStep
 from aicfc.runtime.schedule import (
     ARENA,
@@ -274,7 +274,7 @@ def small_step_nodes(tf32: bool) -> tuple[list[str], list[frozenset[int]]]:
     from aicfc.dialects import exec as ex
     from aicfc.passes.pipelines import run_steps, train_pipeline
     from aicfc.runtime import registry
-    from aicfc.runtime.cuda_launch import group_steps
+    from aicfc.runtime.cuda.launch import group_steps
     from aicfc.runtime.schedule import node_access
 
     model = nn.Sequential(

@@ -26,8 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from aicfc.runtime import cuda_abi, cuda_launch, registry
-from aicfc.runtime.cuda_abi import CallbackLaunch, CudaKernelError, Launch
+from aicfc.runtime import registry
+from aicfc.runtime.cuda import abi as cuda_abi
+from aicfc.runtime.cuda import launch as cuda_launch
+from aicfc.runtime.cuda.abi import CallbackLaunch, CudaKernelError, Launch
 from aicfc.runtime.registry import KernelSpec
 
 WORKSPACE_BYTES = 32 << 20

@@ -30,8 +30,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from aicfc.runtime import cuda_abi, registry
-from aicfc.runtime.cuda_abi import CudaKernelError, Launch, kernel_launch
+from aicfc.runtime import registry
+from aicfc.runtime.cuda import abi as cuda_abi
+from aicfc.runtime.cuda.abi import CudaKernelError, Launch, kernel_launch
 from aicfc.runtime.registry import PARAM_DEFAULTS, KernelSpec
 
 ACT_CODES = {"none": 0, "relu": 1, "gelu": 2}
@@ -100,7 +101,7 @@ class DeviceContext:
         if self._cublaslt is not None:
             return self._cublaslt()
         if self._own_cublaslt is None:
-            from aicfc.runtime import cublaslt
+            from aicfc.runtime.cuda import cublaslt
 
             reason = cublaslt.available()
             if reason is not None:

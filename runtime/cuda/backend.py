@@ -61,10 +61,11 @@ from typing import Any
 import numpy as np
 
 from aicfc.dialects import exec as ex
-from aicfc.runtime import cublaslt as cublaslt_mod
 from aicfc.runtime import registry
 from aicfc.runtime.backend import Backend, Executable
-from aicfc.runtime.capture import (
+from aicfc.runtime.cuda import cublaslt as cublaslt_mod
+from aicfc.runtime.cuda.abi import CallbackLaunch, CudaKernelError, Launch, describe
+from aicfc.runtime.cuda.capture import (
     CapturedGraph,
     PinnedBuffer,
     capture,
@@ -73,8 +74,7 @@ from aicfc.runtime.capture import (
     copy_to_host,
     issue_schedule,
 )
-from aicfc.runtime.cuda_abi import CallbackLaunch, CudaKernelError, Launch, describe
-from aicfc.runtime.cuda_launch import (
+from aicfc.runtime.cuda.launch import (
     DeviceContext,
     group_steps,
     launch_adam_group,
