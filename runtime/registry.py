@@ -127,6 +127,11 @@ class KernelSpec:
     abi:        ordered (parameter name, C type) of the scalars passed after the
                 buffers (CUDA kernels; empty for NumPy ones).
     source, symbol: the `kernels/*.cu` file and its `extern "C"` entry point.
+    launcher:   "<module>:<function>", the function of runtime/cuda/launchers/<module>.py
+                that binds the kernel's launches; the module is the source's family
+                (`gemm_small` for gemm_small.cu; `cublaslt` for the library entries).
+                Data, resolved by the CUDA backend; None for NumPy kernels (they run
+                the reference).
     priority:   breaks ties between equally scored candidates (higher wins).
     """
 
@@ -141,6 +146,7 @@ class KernelSpec:
     abi: tuple[tuple[str, str], ...] = ()
     source: str | None = None
     symbol: str | None = None
+    launcher: str | None = None
     priority: int = 0
 
     def __post_init__(self) -> None:
@@ -164,6 +170,21 @@ class KernelSpec:
             raise ValueError(
                 f"{where}: a CUDA kernel needs source and symbol (or the 'library' flag)"
             )
+        if self.backend == "cuda":
+            module, _, function = (self.launcher or "").partition(":")
+            if not (module.isidentifier() and function.isidentifier()):
+                raise ValueError(
+                    f"{where}: a CUDA kernel needs its launcher as '<module>:<function>', "
+                    f"got {self.launcher!r}"
+                )
+            family = self.source.removesuffix(".cu") if self.source else None
+            if family is not None and module != family:
+                raise ValueError(
+                    f"{where}: the launcher of a {self.source} kernel lives in module "
+                    f"{family!r}, got {self.launcher!r}"
+                )
+        elif self.launcher is not None:
+            raise ValueError(f"{where}: a NumPy kernel runs the reference and has no launcher")
 
     @property
     def inplace_ok(self) -> bool:

@@ -30,7 +30,8 @@ import numpy as np
 from aicfc.runtime import registry
 from aicfc.runtime.cuda.abi import CudaKernelError
 from aicfc.runtime.cuda.capture import capture
-from aicfc.runtime.cuda.launch import DeviceContext, launches_for
+from aicfc.runtime.cuda.context import DeviceContext
+from aicfc.runtime.cuda.launch import launches_for
 from aicfc.runtime.plan import LaunchStep
 from aicfc.runtime.registry_cuda import GEMM_OPS
 from aicfc.runtime.selector import AutotuneCache, Problem, autotune_device, refusal, shape_bucket

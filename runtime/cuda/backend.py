@@ -12,10 +12,11 @@ Seed 000 is the specification; runtime/backend.py is the interface.
   device (`lower_exec_options()`: architecture, TF32 allowed, cuBLASLt usable,
   autotune cache), and loading verifies that each one can run here (a cuBLASLt
   launch without nvmath-python is an error naming the kernel, never a silent
-  substitute). Each launch is bound at load (runtime/cuda_launch.py,
-  runtime/cublaslt.py): module compiled and ABI-checked, scalars converted to
-  their C types, grid fixed, cuBLASLt planned, workspaces zeroed. Consecutive
-  Adam launches become one multi-tensor launch.
+  substitute). Each launch is bound at load by its registry entry's launcher
+  (runtime/cuda/launch.py, runtime/cuda/launchers/): module compiled and
+  ABI-checked, scalars converted to their C types, grid fixed, cuBLASLt
+  planned, workspaces zeroed. Consecutive Adam launches become one
+  multi-tensor launch.
 - `graph=True` (the default): the first `run()` executes the step eagerly (it
   is the warm-up, and a real step), then the step is captured on the
   backend's dedicated stream and every later run replays it. Host (NumPy)
@@ -63,7 +64,6 @@ import numpy as np
 from aicfc.dialects import exec as ex
 from aicfc.runtime import registry
 from aicfc.runtime.backend import Backend, Executable
-from aicfc.runtime.cuda import cublaslt as cublaslt_mod
 from aicfc.runtime.cuda.abi import CallbackLaunch, CudaKernelError, Launch, describe
 from aicfc.runtime.cuda.capture import (
     CapturedGraph,
@@ -74,12 +74,10 @@ from aicfc.runtime.cuda.capture import (
     copy_to_host,
     issue_schedule,
 )
-from aicfc.runtime.cuda.launch import (
-    DeviceContext,
-    group_steps,
-    launch_adam_group,
-    launches_for,
-)
+from aicfc.runtime.cuda.context import DeviceContext
+from aicfc.runtime.cuda.cublaslt import CublasLt, available
+from aicfc.runtime.cuda.launch import group_steps, launches_for
+from aicfc.runtime.cuda.launchers.optim import launch_adam_group
 from aicfc.runtime.errors import BackendUnavailable, ExecError, InputError, StoreError
 from aicfc.runtime.plan import BufferSpec, CopyStep, ExecPlan, LaunchStep
 from aicfc.runtime.schedule import (
@@ -177,8 +175,8 @@ class CupyBackend(Backend):
         self.autotune_cache = (
             default_autotune_cache() if autotune_cache is None else str(autotune_cache)
         )
-        self._nvmath_reason = cublaslt_mod.available()
-        self._cublaslt: cublaslt_mod.CublasLt | None = None
+        self._nvmath_reason = available()
+        self._cublaslt: CublasLt | None = None
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -255,11 +253,11 @@ class CupyBackend(Backend):
             "device": self.device_key,
         }
 
-    def cublaslt(self) -> cublaslt_mod.CublasLt:
+    def cublaslt(self) -> CublasLt:
         if self._nvmath_reason is not None:
             raise CudaKernelError(f"cuBLASLt kernels cannot run: {self._nvmath_reason}")
         if self._cublaslt is None:
-            self._cublaslt = cublaslt_mod.CublasLt()
+            self._cublaslt = CublasLt()
         return self._cublaslt
 
     def candidates(self) -> tuple[registry.KernelSpec, ...]:

@@ -39,9 +39,22 @@ def test_candidates_filter_by_op_backend_and_dtype():
 
 def test_candidates_sort_by_priority_then_name():
     table = (
-        KernelSpec("cuda.b", "graph.relu", "cuda", ("f32",), source="x.cu", symbol="b"),
-        KernelSpec("cuda.a", "graph.relu", "cuda", ("f32",), source="x.cu", symbol="a"),
-        KernelSpec("cuda.c", "graph.relu", "cuda", ("f32",), source="x.cu", symbol="c", priority=5),
+        KernelSpec(
+            "cuda.b", "graph.relu", "cuda", ("f32",), source="x.cu", symbol="b", launcher="x:f"
+        ),
+        KernelSpec(
+            "cuda.a", "graph.relu", "cuda", ("f32",), source="x.cu", symbol="a", launcher="x:f"
+        ),
+        KernelSpec(
+            "cuda.c",
+            "graph.relu",
+            "cuda",
+            ("f32",),
+            source="x.cu",
+            symbol="c",
+            launcher="x:f",
+            priority=5,
+        ),
     )
     assert [k.name for k in candidates("graph.relu", "cuda", registry=table)] == [
         "cuda.c",
@@ -64,11 +77,21 @@ def test_unknown_kernel_is_named():
         ({"layouts": ("col_major",)}, "unknown layout 'col_major'"),
         ({"abi": (("m", "size_t*"),)}, "parameter 'm' has C type 'size_t\\*'"),
         ({"source": None}, "needs source and symbol"),
+        ({"launcher": None}, "needs its launcher as '<module>:<function>', got None"),
+        ({"launcher": "x.launch"}, "needs its launcher as '<module>:<function>', got 'x.launch'"),
+        ({"launcher": "gemm:launch"}, "launcher of a x.cu kernel lives in module 'x'"),
+        ({"name": "numpy.x", "backend": "numpy"}, "NumPy kernel runs the reference and has no"),
     ],
 )
 def test_malformed_specs_are_refused_at_definition(kwargs, message):
     base = dict(
-        name="cuda.x", op="graph.relu", backend="cuda", dtypes=("f32",), source="x.cu", symbol="x"
+        name="cuda.x",
+        op="graph.relu",
+        backend="cuda",
+        dtypes=("f32",),
+        source="x.cu",
+        symbol="x",
+        launcher="x:launch_x",
     )
     base.update(kwargs)
     with pytest.raises(ValueError, match=message):
@@ -76,7 +99,9 @@ def test_malformed_specs_are_refused_at_definition(kwargs, message):
 
 
 def test_a_library_kernel_needs_no_source():
-    spec = KernelSpec("cuda.lt", "graph.matmul", "cuda", ("f32",), flags=frozenset({"library"}))
+    spec = KernelSpec(
+        "cuda.lt", "graph.matmul", "cuda", ("f32",), flags=frozenset({"library"}), launcher="lt:f"
+    )
     assert spec.source is None
 
 
@@ -93,6 +118,7 @@ def test_extension_module_joins_the_registry_by_data(monkeypatch):
             abi=(("n", "int64_t"),),
             source="elementwise.cu",
             symbol="aicfc_relu_f32",
+            launcher="elementwise:launch_elementwise",
         ),
     )
     monkeypatch.setitem(sys.modules, "fake_registry_ext", fake)

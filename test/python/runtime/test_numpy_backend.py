@@ -233,7 +233,9 @@ def test_load_refuses_a_kernel_of_another_backend(monkeypatch):
     from aicfc.runtime import registry
     from aicfc.runtime.registry import KernelSpec
 
-    spec = KernelSpec("cuda.relu", "graph.relu", "cuda", ("f32",), source="e.cu", symbol="r")
+    spec = KernelSpec(
+        "cuda.relu", "graph.relu", "cuda", ("f32",), source="e.cu", symbol="r", launcher="e:f"
+    )
     monkeypatch.setitem(registry.KERNELS_BY_NAME, "cuda.relu", spec)
     backend = get_backend("numpy")
     with pytest.raises(ExecError, match=r'"cuda\.relu" is a cuda kernel; lower the program'):

@@ -21,7 +21,9 @@ CAP = {"arch": 90, "tf32": False, "tensor_core": True}
 
 
 def cuda(name, op="graph.matmul", dtypes=("f32",), **kw):
-    return KernelSpec(f"cuda.{name}", op, "cuda", dtypes, source="gemm.cu", symbol=name, **kw)
+    return KernelSpec(
+        f"cuda.{name}", op, "cuda", dtypes, source="gemm.cu", symbol=name, launcher="gemm:f", **kw
+    )
 
 
 def gemm(m, n, k, dtype="f32", ta=False, tb=False, act=None):
