@@ -15,17 +15,14 @@ import importlib
 import logging
 
 from aicfc.runtime.backend import Backend
+from aicfc.runtime.backend_names import AUTO, backend_name
 from aicfc.runtime.errors import BackendUnavailable
-from aicfc.runtime.registry import runtime_name
 
 BACKEND_CLASSES: dict[str, tuple[str, str]] = {
     "numpy": ("aicfc.runtime.numpy.backend", "NumpyBackend"),
     "cupy": ("aicfc.runtime.cuda.backend", "CupyBackend"),
 }
-"""Backend name (`Backend.name`) -> (module, class) of its implementation."""
-
-BACKEND_NAMES = ("numpy", "cupy", "cuda", "auto")
-"""Names `get_backend` takes: "cuda" is the cupy runtime (runtime/registry.py KERNEL_FAMILIES)."""
+"""Backend name (`Backend.name`, runtime/backend_names.py BACKENDS) -> (module, class)."""
 
 log = logging.getLogger("aicfc")
 
@@ -61,11 +58,12 @@ def _create(name: str) -> Backend:
 
 
 def get_backend(name: str = "auto") -> Backend:
-    """The backend called `name`: "numpy", "cupy" (or "cuda", its kernels' name), or
-    "auto" (cupy when usable, else numpy; `resolve_backend` also says why).
+    """The backend called `name`: "numpy", "cupy" (or "cuda", the name of its kernel
+    family), or "auto" (cupy when usable, else numpy; `resolve_backend` also says why).
 
     Raises BackendUnavailable when "cupy" cannot run here (module, CuPy or GPU
-    missing; the message says which) and ValueError for an unknown name.
+    missing; the message says which) and ValueError (runtime/backend_names.py
+    UnknownBackendError) for an unknown name.
     """
     return resolve_backend(name)[0]
 
@@ -75,17 +73,12 @@ def resolve_backend(name: str = "auto") -> tuple[Backend, str]:
     without a GPU, "auto chose numpy: backend 'cupy' cannot run here: CuPy is not
     installed (pip install 'aicfc[cuda]')". The reason is also logged at INFO level on
     the "aicfc" logger."""
-    runtime = runtime_name(name) if name != "auto" else "auto"
-    if runtime in BACKEND_CLASSES:
-        return _create(runtime), "requested"
-    if runtime == "auto":
-        try:
-            backend, reason = _create("cupy"), "auto chose cupy: CuPy sees a usable GPU"
-        except BackendUnavailable as e:
-            backend, reason = _create("numpy"), f"auto chose numpy: {e}"
-        log.info("backend %s", reason)
-        return backend, reason
-    raise ValueError(
-        f"unknown backend {name!r}; expected one of {', '.join(BACKEND_NAMES)} "
-        "(cupy and cuda name the same GPU backend)"
-    )
+    chosen = backend_name(name, allow_auto=True)
+    if chosen != AUTO:
+        return _create(chosen), "requested"
+    try:
+        backend, reason = _create("cupy"), "auto chose cupy: CuPy sees a usable GPU"
+    except BackendUnavailable as e:
+        backend, reason = _create("numpy"), f"auto chose numpy: {e}"
+    log.info("backend %s", reason)
+    return backend, reason

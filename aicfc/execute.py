@@ -67,7 +67,7 @@ def lower(module: ModuleOp, backend: Backend, inplace: bool = True) -> ModuleOp:
     """A copy of `module` lowered by the train pipeline for `backend` (exec IR is copied as is)."""
     out = module.clone()
     if is_graph_level(out):
-        steps = train_pipeline(backend.kernel_backend, inplace, backend.lower_exec_options())
+        steps = train_pipeline(backend.name, inplace, backend.lower_exec_options())
         run_steps(make_context(), out, steps)
     return out
 

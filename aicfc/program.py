@@ -180,7 +180,7 @@ class Program:
         if tf32 is not None and "tf32" in exec_options:
             exec_options["tf32"] = tf32
         self.tf32 = bool(exec_options.get("tf32", False))
-        self._steps = train_pipeline(backend.kernel_backend, inplace, exec_options)
+        self._steps = train_pipeline(backend.name, inplace, exec_options)
         self.stages: tuple[str, ...] = stage_names(self._steps)
         params = dict(model.named_parameters())
         if not params:

@@ -39,13 +39,13 @@ from aicfc.runtime.store import Array, BufferStore
 class Backend(ABC):
     """A runtime: allocates arrays and loads exec programs into Executables.
 
-    name:           the runtime's name ("numpy", "cupy").
-    kernel_backend: the registry backend whose kernels it launches ("numpy",
-                    "cuda"): lower with `aicfc-lower-exec{backend=<kernel_backend>}`.
+    name:          the backend's name ("numpy", "cupy"; runtime/backend_names.py BACKENDS).
+    kernel_family: the kernel family whose kernels it launches ("numpy", "cuda"):
+                   programs lowered with `aicfc-lower-exec{backend=<name>}` use them.
     """
 
     name: ClassVar[str]
-    kernel_backend: ClassVar[str]
+    kernel_family: ClassVar[str]
     takes_device_arrays: ClassVar[bool] = False
     """Whether `Executable.run` accepts arrays already on the device as inputs."""
 
@@ -121,7 +121,7 @@ class Executable(ABC):
         """The registry entry of a launch's kernel.
 
         Raises ExecError (naming the program and the op's location) when the
-        kernel is not registered or belongs to another backend's kernel family.
+        kernel is not registered or is of another kernel family than the backend's.
         """
         backend = self.backend
         try:
@@ -129,10 +129,10 @@ class Executable(ABC):
         except registry.UnknownKernelError:
             where = self.where(step)
             raise ExecError(f'{where}: kernel "{step.kernel}" is not registered') from None
-        if spec.backend != backend.kernel_backend:
+        if spec.family != backend.kernel_family:
             raise ExecError(
-                f'{self.where(step)}: kernel "{step.kernel}" is a {spec.backend} kernel; lower '
-                f"the program with aicfc-lower-exec{{backend={backend.kernel_backend}}} to run it "
+                f'{self.where(step)}: kernel "{step.kernel}" is a {spec.family} kernel; lower '
+                f"the program with aicfc-lower-exec{{backend={backend.name}}} to run it "
                 f"on the {backend.name} backend"
             )
         return spec

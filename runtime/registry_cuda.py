@@ -65,7 +65,7 @@ def _gemm_family(
         KernelSpec(
             name=f"cuda.{_short(op)}_{tag}_{suffix}",
             op=op,
-            backend="cuda",
+            family="cuda",
             dtypes=F32,
             transposes=(pair,),
             constraints=constraints,
@@ -133,7 +133,7 @@ _CUBLASLT = tuple(
     KernelSpec(
         name=f"cuda.{_short(op)}_cublaslt_{prec}",
         op=op,
-        backend="cuda",
+        family="cuda",
         dtypes=F32,
         constraints=Constraints(
             activations=("none", "relu"),
@@ -168,7 +168,7 @@ def _k(
     return KernelSpec(
         name=f"cuda.{name}",
         op=op,
-        backend="cuda",
+        family="cuda",
         dtypes=dtypes,
         constraints=constraints or Constraints(),
         flags=frozenset(flags),

@@ -137,7 +137,7 @@ class CupyBackend(Backend):
     """
 
     name = "cupy"
-    kernel_backend = "cuda"
+    kernel_family = "cuda"
     takes_device_arrays = True
 
     def __init__(
@@ -266,7 +266,7 @@ class CupyBackend(Backend):
         return tuple(
             k
             for k in registry.REGISTRY
-            if k.backend == "cuda" and all(cap.get(r) for r in k.constraints.requires)
+            if k.family == self.kernel_family and all(cap.get(r) for r in k.constraints.requires)
         )
 
     def verify(self, spec: registry.KernelSpec, problem: Problem) -> None:

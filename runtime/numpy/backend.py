@@ -35,7 +35,7 @@ class NumpyBackend(Backend):
     """The CPU reference runtime (always available)."""
 
     name = "numpy"
-    kernel_backend = "numpy"
+    kernel_family = "numpy"
 
     def zeros(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         return np.zeros(shape, dtype)

@@ -116,7 +116,7 @@ def _outcome(name: str) -> str:
 
 def test_cuda_and_cupy_name_the_same_backend():
     assert _outcome("cuda") == _outcome("cupy")
-    with pytest.raises(ValueError, match="cupy and cuda name the same GPU backend"):
+    with pytest.raises(ValueError, match="cuda, the kernel family of cupy, selects cupy"):
         get_backend("tpu")
 
 

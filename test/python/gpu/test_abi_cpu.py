@@ -190,7 +190,7 @@ def case(spec: registry.KernelSpec) -> tuple[list[Any], list[Any], dict[str, Any
     return ins, outs, params
 
 
-OWN_SOURCE = [k for k in registry.REGISTRY if k.backend == "cuda" and "library" not in k.flags]
+OWN_SOURCE = [k for k in registry.REGISTRY if k.family == "cuda" and "library" not in k.flags]
 
 
 @pytest.mark.parametrize("spec", OWN_SOURCE, ids=lambda k: k.name)
@@ -208,7 +208,7 @@ def test_each_launcher_gives_buffers_then_exactly_its_abi_scalars(spec):
     assert all(g >= 1 for g in la.grid) and np.prod(la.block) <= 1024
 
 
-CUDA_KERNELS = [k for k in registry.REGISTRY if k.backend == "cuda"]
+CUDA_KERNELS = [k for k in registry.REGISTRY if k.family == "cuda"]
 
 
 @pytest.mark.parametrize("spec", CUDA_KERNELS, ids=lambda k: k.name)

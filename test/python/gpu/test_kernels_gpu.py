@@ -506,7 +506,7 @@ def test_sgd(hp):
 
 
 def test_every_registered_cuda_source_loads_with_the_abi_version():
-    sources = {k.source for k in registry.REGISTRY if k.backend == "cuda" and k.source}
+    sources = {k.source for k in registry.REGISTRY if k.family == "cuda" and k.source}
     for source in sorted(sources):
         module = cuda_abi.load_module(source)
         assert cuda_abi._read_abi_version(module, source) == cuda_abi.KERNEL_ABI_VERSION

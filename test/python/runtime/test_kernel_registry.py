@@ -17,7 +17,7 @@ def test_every_reference_op_has_a_numpy_kernel_named_after_it():
     for op in REFERENCE:
         spec = registry.get("numpy." + op.split(".", 1)[1])
         assert spec.op == op
-        assert spec.backend == "numpy"
+        assert spec.family == "numpy"
         assert "inplace_ok" in spec.flags
     copy = registry.get("numpy.copy")
     assert copy.op == "exec.copy"
@@ -25,7 +25,7 @@ def test_every_reference_op_has_a_numpy_kernel_named_after_it():
 
 
 def test_numpy_kernels_cover_exactly_the_reference_ops_and_copy():
-    ops = {k.op for k in registry.REGISTRY if k.backend == "numpy"}
+    ops = {k.op for k in registry.REGISTRY if k.family == "numpy"}
     assert ops == set(REFERENCE) | {"exec.copy"}
 
 
@@ -71,8 +71,8 @@ def test_unknown_kernel_is_named():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"backend": "tpu", "name": "tpu.x"}, "backend must be one of"),
-        ({"name": "numpy.x", "backend": "cuda"}, "must start with 'cuda.'"),
+        ({"family": "tpu", "name": "tpu.x"}, "the kernel family must be one of"),
+        ({"name": "numpy.x", "family": "cuda"}, "must start with 'cuda.'"),
         ({"dtypes": ()}, "no dtypes"),
         ({"layouts": ("col_major",)}, "unknown layout 'col_major'"),
         ({"abi": (("m", "size_t*"),)}, "parameter 'm' has C type 'size_t\\*'"),
@@ -80,14 +80,14 @@ def test_unknown_kernel_is_named():
         ({"launcher": None}, "needs its launcher as '<module>:<function>', got None"),
         ({"launcher": "x.launch"}, "needs its launcher as '<module>:<function>', got 'x.launch'"),
         ({"launcher": "gemm:launch"}, "launcher of a x.cu kernel lives in module 'x'"),
-        ({"name": "numpy.x", "backend": "numpy"}, "NumPy kernel runs the reference and has no"),
+        ({"name": "numpy.x", "family": "numpy"}, "NumPy kernel runs the reference and has no"),
     ],
 )
 def test_malformed_specs_are_refused_at_definition(kwargs, message):
     base = dict(
         name="cuda.x",
         op="graph.relu",
-        backend="cuda",
+        family="cuda",
         dtypes=("f32",),
         source="x.cu",
         symbol="x",
