@@ -32,7 +32,6 @@ from __future__ import annotations
 from aicfc.runtime.registry import Constraints, KernelSpec
 
 F32 = ("f32",)
-_LABELS = ((1, ("i32", "i64")),)
 _I64_OFFSET = ((1, ("i64",)),)
 _PAIRS = {"nn": (False, False), "nt": (False, True), "tn": (True, False), "tt": (True, True)}
 _GEMM_ABI = (("M", "int32_t"), ("N", "int32_t"), ("K", "int32_t"), ("act", "int32_t"))
@@ -262,7 +261,6 @@ _ELEMENTWISE = [
 ]
 
 _ANY = ("f16", "f32", "f64", "i1", "i32", "i64")
-_WIDE = ("f32", "i32", "i64")
 _PERMUTE_ABI = (("meta", "uint64_t"), ("rank", "int32_t"), ("n", "int64_t"))
 
 _LAYOUT = [
