@@ -43,7 +43,7 @@ SPLIT_K_MAX_OUTPUTS = 1 << 18
 """The split-K kernel's 32x32 tiles suit results up to this many elements."""
 _ACTS = ("none", "relu", "gelu")
 GEMM_OPS = ("graph.gemm_epilogue", "graph.matmul")
-"""The ops with several competing kernels (runtime/autotune.py times these)."""
+"""The ops with several competing kernels (runtime/cuda/autotune.py times these)."""
 
 
 def _short(op: str) -> str:

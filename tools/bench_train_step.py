@@ -16,7 +16,7 @@ Frameworks, one process, one GPU, the same data:
                     independent launches are parallel branches (runtime/schedule.py)
     aicfc-chain     the same graph captured from one stream: a chain in program
                     order (CupyBackend(graph_streams=1), the graph of session 2)
-    aicfc-tuned     the same after runtime/autotune.py timed every GEMM candidate of
+    aicfc-tuned     the same after runtime/cuda/autotune.py timed every GEMM candidate of
                     the step and the program was compiled with that cache
     aicfc-eager     the same program launched kernel by kernel (CupyBackend(graph=False))
     torch-eager     torch.nn + F.cross_entropy + torch.optim.Adam(fused=True)
@@ -229,7 +229,7 @@ def bench_aicfc(
 
 
 def bench_aicfc_tuned(config: str, tf32: bool) -> dict[str, Any]:
-    """Tune the step's GEMMs (runtime/autotune.py), then measure a program compiled with it."""
+    """Tune the step's GEMMs (runtime/cuda/autotune.py), then measure a program compiled with it."""
     import tempfile
 
     from aicfc.runtime.cuda import autotune

@@ -117,7 +117,7 @@ def tune_executable(
 ) -> list[TuneResult]:
     """Time the GEMM candidates of every GEMM launch of `exe`; record and save the fastest.
 
-    exe: a CupyExecutable (runtime/cupy_backend.py). tf32: whether TF32 kernels
+    exe: a CupyExecutable (runtime/cuda/backend.py). tf32: whether TF32 kernels
     compete (None: the backend's setting). Returns one TuneResult per (op, shape
     bucket) measured. Raises ValueError for a malformed cache file.
     """

@@ -124,7 +124,7 @@ class CupyBackend(Backend):
     graph:            capture the step once and replay it (False: eager launches).
     tf32:             allow TF32 tensor-core GEMMs (about 1e-3 relative error) in the
                       programs compiled for this backend (a Program's tf32 overrides it).
-    autotune_cache:   path of an autotune JSON file (runtime/autotune.py) that
+    autotune_cache:   path of an autotune JSON file (runtime/cuda/autotune.py) that
                       aicfc-lower-exec consults; None looks in the default place
                       (`default_autotune_cache()`), "" disables it. A missing file
                       changes nothing.

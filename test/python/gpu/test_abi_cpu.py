@@ -1,4 +1,4 @@
-"""The CUDA launch ABI without a GPU: scalar conversion, launcher tables, grouping,
+"""The CUDA launch ABI without a GPU: scalar conversion, the launchers, grouping,
 and the errors a missing GPU or a broken kernel source gives.
 
 These run everywhere (no device, no CuPy): `cuda_abi.get_function` is replaced

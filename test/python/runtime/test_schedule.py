@@ -292,7 +292,7 @@ def small_step_nodes(tf32: bool) -> tuple[list[str], list[frozenset[int]]]:
     for group in group_steps(specs, params):
         spec = specs[group.indices[0]]
         scratch = []
-        if spec is not None and "cublaslt" in spec.flags:  # runtime/cublaslt.py's turns
+        if spec is not None and "cublaslt" in spec.flags:  # runtime/cuda/cublaslt.py's turns
             scratch, turn = [f"cublaslt-workspace:{turn % 2}"], turn + 1
         names.append(spec.name if spec is not None else "exec.copy")
         accesses.append(node_access(plan, group.indices, regions, scratch))
