@@ -1,7 +1,7 @@
 """The runtime's errors: each message names the program, buffer, input or kernel at fault.
 
 `ExecError` is the base of every error a backend raises while loading or running
-a program; the CUDA backend's `CudaKernelError` (runtime/cuda/abi.py) is one too.
+a program; the CuPy backend's `CudaKernelError` (runtime/cuda/abi.py) is one too.
 """
 
 from __future__ import annotations

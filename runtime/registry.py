@@ -109,7 +109,7 @@ class KernelSpec:
     launcher:   "<module>:<function>", the function of runtime/cuda/launchers/<module>.py
                 that binds the kernel's launches; the module is the source's family
                 (`gemm_small` for gemm_small.cu; `cublaslt` for the library entries).
-                Data, resolved by the CUDA backend; None for NumPy kernels (they run
+                Data, resolved by the CuPy backend; None for NumPy kernels (they run
                 the reference).
     priority:   breaks ties between equally scored candidates (higher wins).
     """

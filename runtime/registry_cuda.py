@@ -4,7 +4,7 @@ Each entry names its `kernels/*.cu` source and `extern "C"` symbol, the C ABI of
 its scalars and its launcher ("<family>:<function>", a function of
 runtime/cuda/launchers/<family>.py, where <family> is the source's name): the
 launcher computes each scalar by name from the launch's shapes and `params`, and the
-CUDA backend converts it to exactly that C type. Launch order is the registry's:
+CuPy backend converts it to exactly that C type. Launch order is the registry's:
 input buffers, output buffers (then a backend-owned workspace for entries flagged
 "workspace"), then the scalars; a scalar named `meta` is the device address
 (uint64_t) of a small int64 table that the backend builds and uploads at load

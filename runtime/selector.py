@@ -13,7 +13,7 @@ capabilities); a refusal says why. The survivors are scored by `SCORE_RULES`
 overrides the choice when it names a feasible candidate (seed 003 §3).
 
 Imports no backend (no CuPy, no xDSL): `aicfc-lower-exec` calls it at compile
-time and the CUDA backend may call it again at load time.
+time and the CuPy backend may call it again at load time.
 """
 
 from __future__ import annotations

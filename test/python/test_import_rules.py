@@ -118,7 +118,7 @@ def test_the_scan_sees_every_layer_and_every_kind_of_import(graph):
     hows = {i.how for imports in graph.imports.values() for i in imports}
     assert hows >= {"import", "from"}  # importlib calls: see test_a_planted_violation_is_found
     assert any(i.type_only for imports in graph.imports.values() for i in imports)
-    # A function-level import is seen: the CUDA backend's lazy `import aicfc.kernels`.
+    # A function-level import is seen: the CuPy backend's lazy `import aicfc.kernels`.
     assert any(i.target == "aicfc.kernels" for i in graph.imports["aicfc.runtime.cuda.abi"])
 
 

@@ -257,7 +257,7 @@ def test_every_pair_of_a_chain_is_ordered_on_any_stream_count():
 
 
 # ----------------------------------------------------------------------------
-# The small benchmark step (batch 128, 784-256-256-10) as the CUDA backend groups it
+# The small benchmark step (batch 128, 784-256-256-10) as the CuPy backend groups it
 # ----------------------------------------------------------------------------
 
 H200 = {"arch": 90, "tensor_core": True, "cublaslt": True, "device": "NVIDIA H200 sm_90"}
