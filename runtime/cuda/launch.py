@@ -18,13 +18,17 @@ kernel flagged "multi_tensor" (Adam) with equal params, which
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
 from aicfc.runtime.cuda.abi import CudaKernelError, Launch, describe
-from aicfc.runtime.cuda.launchers.common import Launcher, LoadContext
+from aicfc.runtime.cuda.launchers.common import (
+    Buffers,
+    Launcher,
+    LoadContext,
+    Params,
+)
 from aicfc.runtime.registry import KernelSpec
 
 LAUNCHERS_PACKAGE = "aicfc.runtime.cuda.launchers"
@@ -66,11 +70,7 @@ def launcher_of(spec: KernelSpec) -> Launcher:
 
 
 def launches_for(
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
-    ctx: LoadContext,
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     """The bound launches that run `spec` on these buffers.
 
@@ -94,9 +94,7 @@ class StepGroup:
     indices: tuple[int, ...]
 
 
-def group_steps(
-    kernels: Sequence[KernelSpec | None], params: Sequence[Mapping[str, object]]
-) -> list[StepGroup]:
+def group_steps(kernels: Sequence[KernelSpec | None], params: Sequence[Params]) -> list[StepGroup]:
     """Group runs of equal multi-tensor kernels with equal params; `None` marks a copy step."""
     groups: list[StepGroup] = []
     for i, spec in enumerate(kernels):

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from aicfc.runtime.cuda.abi import CudaKernelError, Launch, describe
+from aicfc.runtime.cuda.abi import CudaKernelError, Launch, describe, kernel_launch
 from aicfc.runtime.registry import PARAM_DEFAULTS, KernelSpec
 
 THREADS = 256
@@ -31,6 +31,13 @@ THREADS = 256
 
 ACT_CODES = {"none": 0, "relu": 1, "gelu": 2}
 """The `act` scalar of the GEMM and epilogue kernels (kernels/common.cuh)."""
+
+
+Buffers = list[Any]
+"""The device arrays of a launch's input (or output) buffers, in operand (result) order."""
+
+Params = Mapping[str, object]
+"""A launch's scalar parameters (`kernel_params()`: properties at their default omitted)."""
 
 
 class LoadContext(Protocol):
@@ -48,13 +55,11 @@ class LoadContext(Protocol):
         """The backend's cuBLASLt context (runtime/cuda/cublaslt.py), or raise if unavailable."""
 
 
-Launcher = Callable[
-    [KernelSpec, list[Any], list[Any], Mapping[str, object], LoadContext], list[Launch]
-]
+Launcher = Callable[[KernelSpec, Buffers, Buffers, Params, LoadContext], list[Launch]]
 """launcher(spec, ins, outs, params, ctx) -> the bound launches (see the module docstring)."""
 
 
-def param(params: Mapping[str, object], key: str, default: object = None) -> Any:
+def param(params: Params, key: str, default: object = None) -> Any:
     """A launch parameter with the registry's defaults for omitted ones."""
     if key in params:
         return params[key]
@@ -112,3 +117,13 @@ def expect_operands(spec: KernelSpec, n: int, ins: Sequence[Any], outs: Sequence
         **{f"operand #{i}": a for i, a in enumerate(ins)},
         **{f"result #{i}": a for i, a in enumerate(outs)},
     )
+
+
+def launch_pointwise(
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
+) -> list[Launch]:
+    """n elements of result #0, operands #0 and #1 (where present) of n elements too, a
+    grid-stride loop; the ABI's only scalar is n."""
+    n = numel(outs[0])
+    expect_operands(spec, n, ins[:2], outs)
+    return [kernel_launch(spec, grid_1d(ctx, n), (THREADS,), [*ins, *outs], {"n": n})]

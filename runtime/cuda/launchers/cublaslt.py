@@ -9,14 +9,15 @@ own launcher binds it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from aicfc.runtime import registry
 from aicfc.runtime.cuda import launch
 from aicfc.runtime.cuda.abi import CudaKernelError, Launch
 from aicfc.runtime.cuda.cublaslt import EPILOGUES
-from aicfc.runtime.cuda.launchers.common import LoadContext
+from aicfc.runtime.cuda.launchers.common import (
+    Buffers,
+    LoadContext,
+    Params,
+)
 from aicfc.runtime.cuda.launchers.gemm import gemm_operands
 from aicfc.runtime.registry import KernelSpec
 
@@ -25,11 +26,7 @@ ACTIVATION_KERNELS = {"none": "cuda.copy", "relu": "cuda.relu_f32"}
 
 
 def launch_cublaslt(
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
-    ctx: LoadContext,
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     """The launches of a cuBLASLt entry (matmul or gemm_epilogue), planned on the
     backend's cuBLASLt handle (`ctx.cublaslt()`); TF32 for entries flagged "tf32"."""

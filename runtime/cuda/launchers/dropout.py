@@ -3,13 +3,12 @@ is recomputed from the seed and the device-side offset, never stored)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from aicfc.runtime.cuda.abi import CudaKernelError, Launch, kernel_launch
 from aicfc.runtime.cuda.launchers.common import (
     THREADS,
+    Buffers,
     LoadContext,
+    Params,
     cdiv,
     expect_numel,
     grid_1d,
@@ -20,11 +19,7 @@ from aicfc.runtime.registry import KernelSpec
 
 
 def launch_dropout(
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
-    ctx: LoadContext,
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     """x (or dy) [n], the int64 offset [] -> out [n]: a thread per 4 elements."""
     x, offset = ins

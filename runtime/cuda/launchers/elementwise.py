@@ -5,44 +5,34 @@ broadcast_to.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
 from aicfc.runtime.cuda.abi import CudaKernelError, Launch, describe, kernel_launch
 from aicfc.runtime.cuda.launchers.common import (
     THREADS,
+    Buffers,
+    Launcher,
     LoadContext,
+    Params,
     cdiv,
     expect_numel,
     expect_operands,
     grid_1d,
+    launch_pointwise,
     numel,
     param,
 )
 from aicfc.runtime.registry import KernelSpec
 
-
-def launch_elementwise(
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
-    ctx: LoadContext,
-) -> list[Launch]:
-    """add/sub/mul, relu/gelu/tanh and their grads: a grid-stride loop over n elements."""
-    n = numel(outs[0])
-    expect_operands(spec, n, ins[:2], outs)
-    return [kernel_launch(spec, grid_1d(ctx, n), (THREADS,), [*ins, *outs], {"n": n})]
+launch_elementwise: Launcher = launch_pointwise
+"""add/sub/mul, relu/gelu/tanh and their grads: n elements (common.launch_pointwise)."""
 
 
 def launch_bias_add(
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
-    ctx: LoadContext,
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     """x + bias along the last axis: n elements of x, C of bias (element i adds bias[i % C])."""
     x, bias = ins
@@ -54,11 +44,7 @@ def launch_bias_add(
 
 
 def launch_copy(
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
-    ctx: LoadContext,
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     nbytes = int(ins[0].nbytes)
     if int(outs[0].nbytes) != nbytes:
@@ -78,7 +64,7 @@ def row_major_strides(shape: tuple[int, ...]) -> list[int]:
 
 
 def transpose_strides(
-    in_shape: tuple[int, ...], out_shape: tuple[int, ...], params: Mapping[str, object]
+    in_shape: tuple[int, ...], out_shape: tuple[int, ...], params: Params
 ) -> list[int]:
     """Output axis d reads input axis perm[d]; ValueError unless that gives `out_shape`."""
     perm = tuple(int(p) for p in param(params, "perm", ()))
@@ -89,7 +75,7 @@ def transpose_strides(
 
 
 def broadcast_strides(
-    in_shape: tuple[int, ...], out_shape: tuple[int, ...], params: Mapping[str, object]
+    in_shape: tuple[int, ...], out_shape: tuple[int, ...], params: Params
 ) -> list[int]:
     """NumPy's rules, aligned on the right: a new or size-1 input axis has stride 0;
     ValueError where `in_shape` does not broadcast to `out_shape`."""
@@ -103,7 +89,7 @@ def broadcast_strides(
     ]
 
 
-SourceStrides = Callable[[tuple[int, ...], tuple[int, ...], Mapping[str, object]], list[int]]
+SourceStrides = Callable[[tuple[int, ...], tuple[int, ...], Params], list[int]]
 """(input shape, output shape, params) -> the input stride of each output axis."""
 
 
@@ -111,7 +97,7 @@ def permute_table(
     strides: SourceStrides,
     in_shape: tuple[int, ...],
     out_shape: tuple[int, ...],
-    params: Mapping[str, object],
+    params: Params,
 ) -> np.ndarray:
     """[out_shape..., source stride of each output axis...] for aicfc_permute_b*."""
     src = strides(in_shape, out_shape, params)
@@ -121,9 +107,9 @@ def permute_table(
 def launch_permute(
     strides: SourceStrides,
     spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
+    ins: Buffers,
+    outs: Buffers,
+    params: Params,
     ctx: LoadContext,
 ) -> list[Launch]:
     """aicfc_permute_b{32,64}: out[i] = in[sum of i's output coordinates x `strides`]."""
@@ -146,23 +132,8 @@ def launch_permute(
     ]
 
 
-def launch_transpose(
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
-    ctx: LoadContext,
-) -> list[Launch]:
-    """graph.transpose: output axis d reads input axis perm[d]."""
-    return launch_permute(transpose_strides, spec, ins, outs, params, ctx)
+launch_transpose: Launcher = partial(launch_permute, transpose_strides)
+"""graph.transpose: output axis d reads input axis perm[d]."""
 
-
-def launch_broadcast_to(
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
-    ctx: LoadContext,
-) -> list[Launch]:
-    """graph.broadcast_to: a new or size-1 input axis is read with stride 0."""
-    return launch_permute(broadcast_strides, spec, ins, outs, params, ctx)
+launch_broadcast_to: Launcher = partial(launch_permute, broadcast_strides)
+"""graph.broadcast_to: a new or size-1 input axis is read with stride 0."""

@@ -10,15 +10,18 @@ kernel's ABI.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from aicfc.runtime.cuda.abi import CudaKernelError, Launch, kernel_launch
 from aicfc.runtime.cuda.launchers.common import (
     ACT_CODES,
     THREADS,
+    Buffers,
+    Launcher,
     LoadContext,
+    Params,
     act_code,
     cdiv,
     expect_numel,
@@ -66,9 +69,7 @@ class Gemm:
         return {"M": self.m, "N": self.n, "K": self.k, "act": ACT_CODES[self.act]}
 
 
-def gemm_operands(
-    spec: KernelSpec, ins: list[Any], outs: list[Any], params: Mapping[str, object]
-) -> Gemm:
+def gemm_operands(spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params) -> Gemm:
     """The GEMM of a matmul/gemm_epilogue launch; CudaKernelError naming the kernel for an
     unknown activation, operands that disagree on K, or a Y, Z or bias of another size."""
     a, b = ins[0], ins[1]
@@ -86,11 +87,7 @@ def gemm_operands(
 
 
 def launch_tiled(
-    tile: int,
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
+    tile: int, spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     """A tiled GEMM of `tile` x `tile` output blocks: grid (N / tile, M / tile), 256 threads."""
     g = gemm_operands(spec, ins, outs, params)
@@ -100,23 +97,8 @@ def launch_tiled(
     return [kernel_launch(spec, grid, (THREADS,), g.buffers, g.scalars())]
 
 
-def launch_gemm_64(
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
-    ctx: LoadContext,
-) -> list[Launch]:
-    """aicfc_gemm_f32_s64_{nn,nt,tn,tt}: 64 x 64 tiles."""
-    return launch_tiled(64, spec, ins, outs, params)
+launch_gemm_64: Launcher = partial(launch_tiled, 64)
+"""aicfc_gemm_f32_s64_{nn,nt,tn,tt}: 64 x 64 tiles."""
 
-
-def launch_gemm_128(
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
-    ctx: LoadContext,
-) -> list[Launch]:
-    """aicfc_gemm_f32_{nn,nt,tn,tt}: 128 x 128 tiles."""
-    return launch_tiled(128, spec, ins, outs, params)
+launch_gemm_128: Launcher = partial(launch_tiled, 128)
+"""aicfc_gemm_f32_{nn,nt,tn,tt}: 128 x 128 tiles."""

@@ -9,11 +9,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from aicfc.runtime.cuda.abi import CudaKernelError, Launch, kernel_launch
-from aicfc.runtime.cuda.launchers.common import THREADS, LoadContext, cdiv
+from aicfc.runtime.cuda.launchers.common import (
+    THREADS,
+    Buffers,
+    LoadContext,
+    Params,
+    cdiv,
+)
 from aicfc.runtime.cuda.launchers.gemm import gemm_operands
 from aicfc.runtime.registry import KernelSpec
 
@@ -25,11 +28,7 @@ def skinny_mode(m: int, n: int, k: int) -> int:
 
 
 def launch_gemm_skinny(
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
-    ctx: LoadContext,
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     """aicfc_gemm_skinny_f32_*: a thread per output (K short) or a warp per long-side index."""
     g = gemm_operands(spec, ins, outs, params)
@@ -58,11 +57,7 @@ def split_k_plan(m: int, n: int, k: int, sm_count: int) -> tuple[int, int]:
 
 
 def launch_gemm_splitk(
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
-    ctx: LoadContext,
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     """aicfc_gemm_splitk_f32_*: grid (N / 32, M / 32, splits), partials in a workspace."""
     g = gemm_operands(spec, ins, outs, params)

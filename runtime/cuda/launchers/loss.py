@@ -8,18 +8,20 @@ its partial sum, the last block to finish adds them in block order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from aicfc.runtime import registry
 from aicfc.runtime.cuda.abi import CudaKernelError, Launch, kernel_launch
 from aicfc.runtime.cuda.launchers.common import (
     THREADS,
+    Buffers,
+    Launcher,
     LoadContext,
+    Params,
     cdiv,
     expect_numel,
     expect_operands,
-    grid_1d,
+    launch_pointwise,
     matrix_shape,
     numel,
     param,
@@ -34,11 +36,7 @@ FUSED_COLUMN_PARTIALS = 16384
 
 
 def launch_cross_entropy(
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
-    ctx: LoadContext,
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     logits, labels = ins
     n, c = matrix_shape(spec, "logits", logits)
@@ -59,11 +57,7 @@ def launch_cross_entropy(
 
 
 def launch_cross_entropy_grad(
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
-    ctx: LoadContext,
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     logits, labels, dloss = ins
     n, c = matrix_shape(spec, "logits", logits)
@@ -78,11 +72,7 @@ def launch_cross_entropy_grad(
 
 
 def launch_cross_entropy_with_grad(
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
-    ctx: LoadContext,
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     """(logits, labels, dloss) -> (loss, dlogits[, dbias]): one warp per row, 8 per block.
 
@@ -115,7 +105,7 @@ def launch_cross_entropy_with_grad(
     return [fused, *launch_reduce_sum(reduce, [outs[1]], [dbias], {"axes": (0,)}, ctx)]
 
 
-def last_axis_rows(spec: KernelSpec, x: Any, params: Mapping[str, object]) -> tuple[int, int]:
+def last_axis_rows(spec: KernelSpec, x: Any, params: Params) -> tuple[int, int]:
     rank = len(x.shape)
     axis = int(param(params, "axis", -1))
     if rank == 0 or axis % rank != rank - 1:
@@ -128,11 +118,7 @@ def last_axis_rows(spec: KernelSpec, x: Any, params: Mapping[str, object]) -> tu
 
 
 def launch_softmax(
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
-    ctx: LoadContext,
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     """softmax x -> y, softmax_grad (dy, y) -> dx along the last axis: a warp per row."""
     rows, c = last_axis_rows(spec, ins[0], params)
@@ -145,11 +131,7 @@ def launch_softmax(
 
 
 def launch_mse_loss(
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
-    ctx: LoadContext,
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     n = numel(ins[0])
     expect_operands(spec, n, ins, [])
@@ -159,14 +141,5 @@ def launch_mse_loss(
     return [kernel_launch(spec, grid, (THREADS,), [*ins, outs[0], ws], {"n": n}, keepalive=[ws])]
 
 
-def launch_mse_loss_grad(
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
-    ctx: LoadContext,
-) -> list[Launch]:
-    """(pred [n], target [n], dloss []) -> dpred [n]: a grid-stride loop over n elements."""
-    n = numel(outs[0])
-    expect_operands(spec, n, ins[:2], outs)
-    return [kernel_launch(spec, grid_1d(ctx, n), (THREADS,), [*ins, *outs], {"n": n})]
+launch_mse_loss_grad: Launcher = launch_pointwise
+"""(pred [n], target [n], dloss []) -> dpred [n] (common.launch_pointwise)."""

@@ -8,7 +8,6 @@ multi-tensor apply), so every parameter is updated by a single kernel.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -16,7 +15,9 @@ import numpy as np
 from aicfc.runtime.cuda.abi import CudaKernelError, Launch, describe, kernel_launch
 from aicfc.runtime.cuda.launchers.common import (
     THREADS,
+    Buffers,
     LoadContext,
+    Params,
     expect_operands,
     grid_1d,
     numel,
@@ -26,11 +27,7 @@ from aicfc.runtime.registry import KernelSpec
 
 
 def launch_sgd(
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
-    ctx: LoadContext,
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     """(param, grad[, buf]) -> (param'[, buf']) of n elements; a buffer needs its next value."""
     buf = ins[2] if len(ins) > 2 else None
@@ -74,7 +71,7 @@ def adam_chunk(total: int, sm_count: int) -> int:
 def launch_adam_group(
     spec: KernelSpec,
     group: list[tuple[list[Any], list[Any]]],
-    params: Mapping[str, object],
+    params: Params,
     ctx: LoadContext,
 ) -> list[Launch]:
     """One aicfc_adam_multi_tensor_f32 launch over every (inputs, outputs) of `group`."""
@@ -121,11 +118,7 @@ def launch_adam_group(
 
 
 def launch_adam(
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
-    ctx: LoadContext,
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     """One adam_step launch: the multi-tensor kernel over a list of one tensor."""
     return launch_adam_group(spec, [(ins, outs)], params, ctx)

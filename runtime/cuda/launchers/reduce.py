@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
 from aicfc.runtime.cuda.abi import CudaKernelError, Launch, kernel_launch
 from aicfc.runtime.cuda.launchers.common import (
+    Buffers,
     LoadContext,
+    Params,
     act_code,
     cdiv,
     expect_numel,
@@ -20,11 +21,7 @@ from aicfc.runtime.registry import KernelSpec
 
 
 def launch_epilogue_grad(
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
-    ctx: LoadContext,
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     """(dY [M, N], saved [M, N]) -> (dZ [M, N], dbias [N]): grid (N / 32), 32 x 32 threads."""
     dy, saved = ins
@@ -58,11 +55,7 @@ def reduce_view(shape: tuple[int, ...], axes: Sequence[int]) -> tuple[int, int, 
 
 
 def launch_reduce_sum(
-    spec: KernelSpec,
-    ins: list[Any],
-    outs: list[Any],
-    params: Mapping[str, object],
-    ctx: LoadContext,
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     """x -> the sum over `axes` (one contiguous run): grid (inner / 32, outer), 32 x 32."""
     axes = param(params, "axes", ())
