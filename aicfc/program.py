@@ -48,7 +48,9 @@ from aicfc.nn import Module, ShapeError
 from aicfc.optim import Optimizer
 from aicfc.passes.aicfc_expand_backward import unused_wrt
 from aicfc.passes.pipelines import GRAPH_STAGE, run_steps, stage_names, train_pipeline
-from aicfc.runtime.backend import Backend, BufferStore, Executable, InputError
+from aicfc.runtime.backend import Backend, Executable
+from aicfc.runtime.errors import InputError
+from aicfc.runtime.store import BufferStore
 
 if TYPE_CHECKING:
     from aicfc.measured import Thresholds
@@ -178,7 +180,7 @@ class Program:
         if tf32 is not None and "tf32" in exec_options:
             exec_options["tf32"] = tf32
         self.tf32 = bool(exec_options.get("tf32", False))
-        self._steps = train_pipeline(backend.kernel_backend, inplace, exec_options)
+        self._steps = train_pipeline(backend.name, inplace, exec_options)
         self.stages: tuple[str, ...] = stage_names(self._steps)
         params = dict(model.named_parameters())
         if not params:

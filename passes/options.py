@@ -29,9 +29,9 @@ class PassOptionError(DiagnosticException):
 
 
 def _backends() -> tuple[str, ...]:
-    from aicfc.runtime.registry import BACKENDS, KERNEL_FAMILIES
+    from aicfc.runtime.backend_names import BACKEND_CHOICES
 
-    return (*BACKENDS, *(n for n in KERNEL_FAMILIES if n not in BACKENDS))
+    return BACKEND_CHOICES
 
 
 def _fuse_patterns() -> tuple[str, ...]:

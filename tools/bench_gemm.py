@@ -102,7 +102,8 @@ def run_variant(kernel: str, m: int, n: int, k: int, ctx: Any, stream: Any) -> d
     """Time one variant on fresh random X [M, K], W [N, K], b [N]; error vs float64."""
     import cupy
 
-    from aicfc.runtime import cuda_launch, registry
+    from aicfc.runtime import registry
+    from aicfc.runtime.cuda.launch import launches_for
 
     spec = registry.get(kernel)
     rng = cupy.random.default_rng(m * 7 + n * 3 + k)
@@ -111,7 +112,7 @@ def run_variant(kernel: str, m: int, n: int, k: int, ctx: Any, stream: Any) -> d
     bias = rng.standard_normal(n, dtype=np.float32)
     y = cupy.full((m, n), np.nan, dtype=np.float32)
     params = {"act": "relu", "transpose_b": True}
-    launches = cuda_launch.launches_for(spec, [x, w, bias], [y], params, ctx)
+    launches = launches_for(spec, [x, w, bias], [y], params, ctx)
     cupy.cuda.runtime.deviceSynchronize()  # the poison fill ran on the null stream
 
     def call(s: Any) -> None:
@@ -153,8 +154,9 @@ def small_products(ctx: Any, stream: Any) -> list[tuple[str, str, dict[str, Any]
     """Every variant of each small-config product, graph-timed, with its error."""
     import cupy
 
-    from aicfc.runtime import cuda_launch, registry
-    from aicfc.runtime.autotune import time_launches
+    from aicfc.runtime import registry
+    from aicfc.runtime.cuda.autotune import time_launches
+    from aicfc.runtime.cuda.launch import launches_for
     from aicfc.runtime.selector import DEFAULT_CAPABILITY, Problem, refusal, select
 
     rows: list[tuple[str, str, dict[str, Any]]] = []
@@ -191,7 +193,7 @@ def small_products(ctx: Any, stream: Any) -> list[tuple[str, str, dict[str, Any]
                 continue
             try:
                 y = cupy.full((m, n), np.nan, dtype=np.float32)
-                launches = cuda_launch.launches_for(spec, ins, [y], params, ctx)
+                launches = launches_for(spec, ins, [y], params, ctx)
                 cupy.cuda.runtime.deviceSynchronize()
                 t = time_launches(launches, stream, 50)
                 stream.synchronize()
@@ -239,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = parse_sizes(args.sizes) if args.sizes else DEFAULT_SIZES
     import cupy
 
-    from aicfc.runtime.cuda_launch import DeviceContext
+    from aicfc.runtime.cuda.context import DeviceContext
 
     ctx = DeviceContext()
     stream = cupy.cuda.Stream(non_blocking=True)

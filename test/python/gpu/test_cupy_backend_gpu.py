@@ -23,8 +23,10 @@ import pytest
 
 import aicfc
 from aicfc import nn, optim
+from aicfc.backends import get_backend
 from aicfc.program import Program
-from aicfc.runtime.backend import ExecError, InputError, LaunchStep, get_backend
+from aicfc.runtime.errors import ExecError, InputError
+from aicfc.runtime.plan import LaunchStep
 from gpu.gpu_support import gpu, rel_err
 
 pytestmark = gpu
@@ -42,7 +44,7 @@ def make_model(dropout: float = 0.0, seed: int = 0) -> nn.Module:
 
 
 def backend(**options: Any) -> Any:
-    from aicfc.runtime.cupy_backend import CupyBackend
+    from aicfc.runtime.cuda.backend import CupyBackend
 
     return CupyBackend(**options)
 
@@ -214,7 +216,7 @@ def test_a_numpy_lowered_program_is_refused_with_the_kernel_name():
 
 
 def test_autotune_cache_overrides_the_gemm_choice(tmp_path):
-    from aicfc.runtime import autotune
+    from aicfc.runtime.cuda import autotune
 
     p = program("cupy")
     data = batches(2)
@@ -325,8 +327,8 @@ def wide_program(be: Any) -> Program:
 
 
 def test_without_nvmath_the_ir_has_no_cublaslt_and_a_cublaslt_ir_is_refused():
-    from aicfc.runtime import cublaslt
-    from aicfc.runtime.cuda_abi import CudaKernelError
+    from aicfc.runtime.cuda import cublaslt
+    from aicfc.runtime.cuda.abi import CudaKernelError
 
     reason = cublaslt.available()
     if reason:

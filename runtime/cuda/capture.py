@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from aicfc.runtime.cuda_abi import CudaKernelError
+from aicfc.runtime.cuda.abi import CudaKernelError
 from aicfc.runtime.schedule import Schedule
 
 
