@@ -40,9 +40,9 @@ _LAZY: dict[str, tuple[str, str]] = {
     "run": ("aicfc.execute", "run"),
     "train_pipeline": ("aicfc.passes.pipelines", "train_pipeline"),
     "stage_names": ("aicfc.passes.pipelines", "stage_names"),
-    "InputError": ("aicfc.runtime.backend", "InputError"),
-    "StoreError": ("aicfc.runtime.backend", "StoreError"),
-    "BackendUnavailable": ("aicfc.runtime.backend", "BackendUnavailable"),
+    "InputError": ("aicfc.runtime.errors", "InputError"),
+    "StoreError": ("aicfc.runtime.errors", "StoreError"),
+    "BackendUnavailable": ("aicfc.runtime.errors", "BackendUnavailable"),
     "IRError": ("aicfc.ir", "IRError"),
     "IncompatibleKeys": ("aicfc.program", "IncompatibleKeys"),
 }

@@ -1,12 +1,15 @@
 """Operator analysis from Python: the static report, measurements, models and Programs.
 
-The static report of IR is built by `aicfc.passes.operator_report` (what the
+The static report of IR is built by `aicfc.passes.analysis` (what the
 pass `aicfc-analyze` prints); this module adds what needs the API or the
-runtime: `measure(module, values)` runs the inference function (`@predict`)
-on a real batch with the NumPy interpreter and reports the active fraction and
-dead units after each ReLU/GELU and the effective and numerical rank of each
-linear weight (aicfc/measured.py: definitions and thresholds), and
+runtime: `measure(module, values)` (aicfc/measured.py, with the definitions
+and thresholds) runs the inference function (`@predict`) on a real batch with
+the NumPy interpreter and reports the active fraction and dead units after
+each ReLU/GELU and the effective and numerical rank of each linear weight, and
 `analyze(model_or_program, ...)` builds the report of a model or a Program.
+This module imports aicfc.program; the Program builds its own report from the
+two modules below it (aicfc.passes.analysis, aicfc.measured), so no import
+circle runs through here.
 """
 
 from __future__ import annotations
@@ -14,9 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from xdsl.dialects import builtin
-
-from aicfc.passes.operator_report import (
+from aicfc.measured import measure
+from aicfc.passes.analysis import (
     Candidate,
     Change,
     Collapse,
@@ -26,7 +28,6 @@ from aicfc.passes.operator_report import (
     Report,
     analyze_function,
     analyze_module,
-    functions,
     linear_ops,
 )
 
@@ -36,30 +37,6 @@ if TYPE_CHECKING:
     from aicfc.measured import Thresholds
     from aicfc.nn import Module
     from aicfc.program import Program
-
-
-def measure(
-    module: builtin.ModuleOp,
-    values: Mapping[str, np.ndarray],
-    function: str = "predict",
-    thresholds: Thresholds | None = None,
-) -> Report:
-    """The static report of `@function` plus its measured report on a real batch.
-
-    values: the function's inputs and trained params by `aicfc.name` ("x",
-    "0.weight", ...), shaped and typed as its arguments. The function runs on
-    the NumPy interpreter (see aicfc/measured.py for what is measured, the
-    definitions and the thresholds).
-
-    Raises KeyError for an unknown function and
-    runtime.interpreter.InterpreterError for a missing or mistyped value.
-    """
-    from aicfc.measured import measure_function
-
-    report = analyze_module(module, function)
-    fn = next(f for f in functions(module) if f.sym_name.data == function)
-    report.measurements.append(measure_function(fn, values, thresholds, report.functions[0]))
-    return report
 
 
 def analyze(

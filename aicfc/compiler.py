@@ -6,11 +6,11 @@ bound as the attribute `aicfc.compile` on import and hide the function.
 
 from __future__ import annotations
 
+from aicfc.backends import resolve_backend
 from aicfc.builder import LOSSES
 from aicfc.nn import Module
 from aicfc.optim import Adam, Optimizer
 from aicfc.program import Program
-from aicfc.runtime.backend import resolve_backend
 
 
 def compile(
@@ -31,7 +31,7 @@ def compile(
     loss:      "cross_entropy" (integer labels, mean over the batch; PyTorch's
                F.cross_entropy) or "mse" (mean over all elements; F.mse_loss).
     optimizer: an aicfc.optim optimizer (default Adam(lr=1e-3)).
-    backend:   "numpy", "cupy" (also called "cuda", the name of its kernels) or "auto"
+    backend:   "numpy", "cupy" (also "cuda", the name of its kernel family) or "auto"
                (cupy where a GPU is usable, else numpy; Program.backend_reason says
                why, and the choice is logged at INFO level on the "aicfc" logger).
     inplace:   False disables aicfc-fold-inplace (every update copies back; for debugging).

@@ -23,19 +23,15 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from aicfc.backends import get_backend
 from aicfc.context import make_context
 from aicfc.dialects import exec as ex
 from aicfc.ir import parse_module, print_module
 from aicfc.passes.pipelines import parse_passes, run_steps, train_pipeline
-from aicfc.runtime.backend import (
-    STORED_ROLES,
-    Backend,
-    BufferSpec,
-    BufferStore,
-    Executable,
-    InputError,
-    get_backend,
-)
+from aicfc.runtime.backend import Backend, Executable
+from aicfc.runtime.errors import InputError
+from aicfc.runtime.plan import BufferSpec
+from aicfc.runtime.store import STORED_ROLES, BufferStore
 
 
 def parse(text: str, name: str = "<input>") -> ModuleOp:
@@ -71,7 +67,7 @@ def lower(module: ModuleOp, backend: Backend, inplace: bool = True) -> ModuleOp:
     """A copy of `module` lowered by the train pipeline for `backend` (exec IR is copied as is)."""
     out = module.clone()
     if is_graph_level(out):
-        steps = train_pipeline(backend.kernel_backend, inplace, backend.lower_exec_options())
+        steps = train_pipeline(backend.name, inplace, backend.lower_exec_options())
         run_steps(make_context(), out, steps)
     return out
 

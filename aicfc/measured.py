@@ -1,6 +1,9 @@
-"""The measured report: what a real batch and the trained weights say (seed 002 §5).
+"""The measured report: what a real batch and the trained weights say.
 
-The static report (passes/operator_report.py) can only say where information *may*
+Why an analysis at all: docs/design.md#operator-analysis.
+
+
+The static report (passes/analysis/) can only say where information *may*
 collapse. This module runs the inference function on a batch with the NumPy
 interpreter (runtime/interpreter.py), captures the output of every ReLU/GELU
 (fused epilogue activations included) and measures:
@@ -34,13 +37,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from xdsl.dialects import func
+from xdsl.dialects import builtin, func
 from xdsl.ir import SSAValue
 
 from aicfc.dialects.flags import OpFlag, static_flags
-from aicfc.dialects.roles import arg_name, arg_role
+from aicfc.dialects.roles import arg_name, arg_role, functions
 from aicfc.dialects.tensors import fmt_shape
-from aicfc.passes.operator_report import Candidate, FunctionReport, Node, analyze_function
+from aicfc.passes.analysis import (
+    Candidate,
+    FunctionReport,
+    Node,
+    Report,
+    analyze_function,
+    analyze_module,
+)
 from aicfc.runtime.interpreter import run_func
 
 LIST_LIMIT = 16
@@ -362,3 +372,26 @@ def _batch_size(fn: func.FuncOp, values: Mapping[str, np.ndarray]) -> int:
             if name is not None and name in values and np.ndim(values[name]):
                 return int(np.shape(values[name])[0])
     return 1
+
+
+def measure(
+    module: builtin.ModuleOp,
+    values: Mapping[str, np.ndarray],
+    function: str = "predict",
+    thresholds: Thresholds | None = None,
+) -> Report:
+    """The static report of `@function` plus its measured report on a real batch
+    (`aicfc.analysis.measure`; Program.report(x) calls it too).
+
+    values: the function's inputs and trained params by `aicfc.name` ("x",
+    "0.weight", ...), shaped and typed as its arguments. The function runs on
+    the NumPy interpreter (see the module docstring for what is measured, the
+    definitions and the thresholds).
+
+    Raises KeyError for an unknown function and
+    runtime.interpreter.InterpreterError for a missing or mistyped value.
+    """
+    report = analyze_module(module, function)
+    fn = next(f for f in functions(module) if f.sym_name.data == function)
+    report.measurements.append(measure_function(fn, values, thresholds, report.functions[0]))
+    return report

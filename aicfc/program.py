@@ -48,11 +48,13 @@ from aicfc.nn import Module, ShapeError
 from aicfc.optim import Optimizer
 from aicfc.passes.aicfc_expand_backward import unused_wrt
 from aicfc.passes.pipelines import GRAPH_STAGE, run_steps, stage_names, train_pipeline
-from aicfc.runtime.backend import Backend, BufferStore, Executable, InputError
+from aicfc.runtime.backend import Backend, Executable
+from aicfc.runtime.errors import InputError
+from aicfc.runtime.store import BufferStore
 
 if TYPE_CHECKING:
-    from aicfc.analysis import Report
     from aicfc.measured import Thresholds
+    from aicfc.passes.analysis import Report
 
 FUNCTIONS = ("train_step", "predict")
 
@@ -182,7 +184,7 @@ class Program:
         if tf32 is not None and "tf32" in exec_options:
             exec_options["tf32"] = tf32
         self.tf32 = bool(exec_options.get("tf32", False))
-        self._steps = train_pipeline(backend.kernel_backend, inplace, exec_options)
+        self._steps = train_pipeline(backend.name, inplace, exec_options)
         self.stages: tuple[str, ...] = stage_names(self._steps)
         params = dict(model.named_parameters())
         if not params:
@@ -327,8 +329,8 @@ class Program:
     def report(
         self, x: Any = None, batch_size: int = 1, thresholds: Thresholds | None = None
     ) -> Report:
-        """The operator report of @predict as this Program compiles it (aicfc.analysis.Report;
-        str() is the text).
+        """The operator report of @predict as this Program compiles it (aicfc.analysis.Report,
+        built by passes/analysis/ and aicfc/measured.py; str() is the text).
 
         The IR analysed is @predict after the pipeline's graph-level steps (aicfc-fuse,
         aicfc-expand-backward, aicfc-fuse, canonicalize, cse: stage "canonical"), so the
@@ -337,7 +339,8 @@ class Program:
         also the measured part (active units, dead units, weight ranks) computed with the
         current (trained) parameters. Raises InputError for a bad x.
         """
-        from aicfc.analysis import analyze_module, measure
+        from aicfc.measured import measure
+        from aicfc.passes.analysis import analyze_module
 
         if x is not None:
             host = x.get() if _on_device(x) else x  # the analysis runs on the host

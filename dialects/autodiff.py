@@ -1,8 +1,8 @@
 """The autodiff dialect: reverse-mode differentiation and optimizer steps.
 
 `autodiff.backward` marks where gradients are wanted; `aicfc-expand-backward`
-replaces it by graph ops and the backward primitives below (seed 000 §4,
-seed 001 §5). Optimizer updates are SSA functions
+replaces it by graph ops and the backward primitives below (docs/design.md#composite-backward,
+docs/design.md#gradient-accumulation). Optimizer updates are SSA functions
 (`param, grad, m, v, step -> param', m', v', step'`); their alias policies let
 `aicfc-fold-inplace` turn them into in-place updates where that is safe.
 
@@ -160,7 +160,7 @@ _ACT_GRAD = F.IS_BACKWARD | F.IS_ELEMENTWISE | F.IS_ACTIVATION_GRAD
 
 @irdl_op_definition
 class ReluGradOp(ActivationGradOp):
-    """dx = dy * (y > 0), with y the relu's output (seed 001 §5.1).
+    """dx = dy * (y > 0), with y the relu's output (docs/design.md#composite-backward).
 
     ```mlir
     %dx = autodiff.relu_grad %dy, %y : tensor<8x16xf32>
@@ -434,7 +434,7 @@ class EpilogueGradOp(AicfcOp):
 
     `saved` is the forward output Y for relu (relu'(z) = y > 0) and the
     pre-activation Z for gelu. dZ keeps the forward output's layout and the bias
-    gradient reduces dZ itself, never a transpose (seed 001 §5.3).
+    gradient reduces dZ itself, never a transpose (docs/design.md#composite-backward).
 
     ```mlir
     %dz, %db = autodiff.epilogue_grad %dy, %y act = relu
@@ -520,7 +520,8 @@ class AdamStepOp(AicfcOp):
     param *= 1 - lr * weight_decay); m' = beta1 m + (1 - beta1) g;
     v' = beta2 v + (1 - beta2) g^2; param' = param - lr / (1 - beta1^t) * m' /
     (sqrt(v') / sqrt(1 - beta2^t) + eps); step' = t. The bias correction reads
-    the step counter, so a replayed CUDA graph needs no host-fed scalar.
+    the step counter, so a replayed CUDA graph needs no host-fed scalar
+    (docs/design.md#device-side-counters).
 
     ```mlir
     %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %g, %m, %v, %s lr = 1.000000e-03

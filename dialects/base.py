@@ -1,8 +1,8 @@
 """The common base of graph and autodiff ops: flags and per-op analysis.
 
-`AicfcOp` gives every op of our dialects the analysis methods of seed 002 §2:
+`AicfcOp` gives every op of our dialects the analysis methods (docs/design.md#operator-analysis):
 FLOPs, bytes moved, parameter count and human-readable properties
-(`semantic_properties()`). Counting
+(`semantic_properties()`), and the report's name of the op (`DISPLAY_NAME`). Counting
 conventions (stated once, used by the report):
 
 - FLOPs: a multiply-add is 2 FLOPs (a [M,K]x[K,N] product is 2*M*N*K); an
@@ -30,6 +30,14 @@ class AicfcOp(IRDLOperation):
     """Base of every graph and autodiff op (analysis methods, no IR fields)."""
 
     FLOPS_PER_ELEMENT: ClassVar[int] = 0
+    DISPLAY_NAME: ClassVar[str] = ""
+    """The op's name in the operator report, PyTorch's module name where one exists
+    ("MatMul", "ReLU", "MSELoss"); empty: the report prints the op name (`display_name()`)."""
+
+    @classmethod
+    def display_name(cls) -> str:
+        """DISPLAY_NAME, or the op name (e.g. "autodiff.relu_grad") when the class sets none."""
+        return cls.DISPLAY_NAME or cls.name
 
     def flops(self) -> int:
         """Floating-point operations of one execution (see module docstring)."""
@@ -93,7 +101,7 @@ class AicfcOp(IRDLOperation):
         return static_flags(self)
 
     def semantic_properties(self) -> list[str]:
-        """Human-readable properties (seed 002 §7): linear, trainable, nonlinear, ...
+        """Human-readable properties (docs/design.md#operator-analysis): linear, trainable, ...
 
         Not named `properties`: that is xDSL's dict of the op's IR properties,
         which an instance attribute of that name would hide a method behind.

@@ -4,7 +4,7 @@ An `exec.program` declares its buffers, then one `exec.graph` region whose
 body is captured once and replayed (on the GPU) or run in order (NumPy), then
 its named outputs. Kernels run in destination-passing style: `exec.launch`
 names a kernel of the registry, its input buffers, its output buffers and its
-scalar parameters (seed 000 §6, seed 004 §10). In-place execution is visible:
+scalar parameters (docs/design.md#the-execution-plan-is-ir). In-place execution is visible:
 an output buffer that is the same SSA value as an input buffer.
 
 ```mlir

@@ -1,12 +1,12 @@
 """Op metadata: the 64-bit flag mask, alias policies and derived flags.
 
 Every graph and autodiff op class carries an `OpInfo` trait whose `flags` field
-is its static 64-bit fingerprint (seed 001 §3.1). Passes ask "is this op
+is its static 64-bit fingerprint (docs/design.md#op-flags). Passes ask "is this op
 gemm-like?" with one bit AND, never by comparing op names. Bits 0-31 are static
 (what the op *is*); bits 32-63 are derived per op instance from its context
 (dtype, contiguity, single use, safe to move) by `derived_flags`.
 
-Alias policies (seed 000 §7) say which outputs an op *may* write into which of
+Alias policies (docs/design.md#in-place-folding) say which outputs an op *may* write into which of
 its inputs; `aicfc-fold-inplace` applies them only where use-def proves it safe.
 """
 
@@ -14,14 +14,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.traits import OpTrait
-
-if TYPE_CHECKING:
-    pass
 
 
 class OpFlag(enum.IntFlag):
@@ -85,12 +81,12 @@ class OpFlag(enum.IntFlag):
 
 
 STATIC_MASK = (1 << 32) - 1
-DERIVED_MASK = ~STATIC_MASK & ((1 << 64) - 1)
+"""The static half of the mask (bits 0-31); derived flags use bits 32-63."""
 
 
 @dataclass(frozen=True)
 class AliasPolicy:
-    """Which outputs an op may write into which inputs (seed 000 §7).
+    """Which outputs an op may write into which inputs (docs/design.md#in-place-folding).
 
     `pairs` holds (output index, input index) tuples. `name` is the policy's
     stable name, shown in exec IR as the launch's `alias` property.
@@ -181,8 +177,3 @@ def derived_flags(op: Operation) -> OpFlag:
 def all_flags(op: Operation) -> OpFlag:
     """Static and derived flags of `op` in one 64-bit mask."""
     return static_flags(op) | derived_flags(op)
-
-
-def flag_names(flags: int) -> list[str]:
-    """Names of the set bits, lowest first (for reports and diagnostics)."""
-    return [f.name for f in OpFlag if f.value and flags & f.value and f.name]

@@ -4,7 +4,7 @@ A train step is a `func.func` whose arguments carry `aicfc.role` ("input",
 "param", "state") and `aicfc.name` ("fc1.weight"). A result whose `aicfc.name`
 equals a param or state argument's name is that external's next value; any
 other named result is a program output ("loss"). Names are the stable handle
-users hold: no API asks for an SSA index (seed 000 §2.1).
+users hold: no API asks for an SSA index (docs/design.md#stable-names).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Literal
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr
 from xdsl.ir import Block, BlockArgument, SSAValue
 
 ROLE_ATTR = "aicfc.role"
@@ -74,7 +74,3 @@ def make_attrs(role: str | None = None, name: str | None = None) -> DictionaryAt
     if name is not None:
         entries[NAME_ATTR] = StringAttr(name)
     return DictionaryAttr(entries)
-
-
-def make_attr_array(items: list[DictionaryAttr]) -> ArrayAttr[DictionaryAttr]:
-    return ArrayAttr(items)

@@ -90,7 +90,7 @@ def require_float(op_name: str, what: str, t: TensorType[Attribute]) -> None:
 
 
 def require_number(op_name: str, what: str, t: TensorType[Attribute]) -> None:
-    """A float or i32/i64 element type (the dtypes every kernel backend holds)."""
+    """A float or i32/i64 element type (the dtypes every kernel family holds)."""
     if not (is_float(t.element_type) or is_int(t.element_type)):
         raise VerifyException(
             f"{op_name}: {what} must have a float or i32/i64 element type, got {t.element_type}"

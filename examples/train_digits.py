@@ -15,10 +15,10 @@ split (zero mean, unit variance per pixel). 1,347 = 21 * 64 + 3, so every
 epoch ends with a batch of 3, which compiles once more and shares the
 parameters with the batch-64 step.
 
-Why the predecessor (AICF v2) saw NaN at lr=1e-2, and why aicfc does not: at lr=1e-2 Adam lets
-the logits grow large. Measured on this model with standardised inputs over
-20 epochs (batch 64, 440 steps), the largest logit reached 75, 169, 156 and 68
-for seeds 0-3. In float32, exp(z) overflows to inf for z > 88.72, so a naive
+Why a predecessor saw NaN at lr=1e-2 (docs/design.md#stable-loss-numerics), and why aicfc
+does not: at lr=1e-2 Adam lets the logits grow large. Measured on this model with
+standardised inputs over 20 epochs (batch 64, 440 steps), the largest logit reached 75,
+169, 156 and 68 for seeds 0-3. In float32, exp(z) overflows to inf for z > 88.72, so a naive
 softmax exp(z) / sum(exp(z)) gives inf/inf = NaN in 0, 33, 22 and 0 of those
 steps; the NaN enters the gradient, Adam writes it into every parameter, and
 every later loss is NaN. At lr=1e-3 the largest logit stays at 16-18 for

@@ -1,7 +1,7 @@
 // Column reductions: the GEMM backward epilogue and reduce_sum.
 //
 // aicfc_epilogue_grad_f32: dZ = dY * act'(saved) and dbias = sum over rows of dZ,
-//   in one pass (reference.epilogue_grad; seed 001 §5.3: the bias gradient reduces
+//   in one pass (reference.epilogue_grad; design.md#composite-backward: the bias gradient reduces
 //   dZ in the forward output's layout, never a transpose). `saved` is Y for relu
 //   (relu'(z) = [y > 0]) and Z for gelu.
 //   ABI: (dY [M, N], saved [M, N], dZ [M, N], dbias [N], int32 M, int32 N, int32 act).

@@ -1,4 +1,4 @@
-"""aicfc-analyze: print the operator analysis report of every function (seed 002 §7).
+"""aicfc-analyze: print the operator analysis report of each function (design.md#operator-analysis).
 
 For each graph op: input and output shapes, dtype, parameters, FLOPs, bytes
 moved and properties (linear, trainable, nonlinear, irreversible,
@@ -6,8 +6,8 @@ collapse-producing, stochastic, shape-only); a matmul(+bias_add) or
 gemm_epilogue with param weights is one "Linear" node. Then totals
 (parameters, FLOPs, bytes, arithmetic intensity), collapse points, linear
 expansions and contractions, and optimization candidates. Autodiff ops are
-listed apart (see passes/operator_report.py, which builds the report; this pass only
-prints it).
+listed apart (see the package passes/analysis/, which builds the report; this
+pass only prints it).
 
 The totals count graph ops only. Before aicfc-expand-backward a train step's
 `autodiff.backward` has no gradient ops yet: the report says "autodiff.backward
@@ -33,13 +33,13 @@ from xdsl.context import Context
 from xdsl.dialects import builtin
 from xdsl.passes import ModulePass
 
-from aicfc.passes.operator_report import analyze_module
+from aicfc.passes.analysis import analyze_module
 from aicfc.passes.options import PassOptionError
 
 
 @dataclass(frozen=True)
 class AicfcAnalyzePass(ModulePass):
-    """Print `operator_report.analyze_module(module)` to stdout; the IR is unchanged."""
+    """Print `analysis.analyze_module(module)` to stdout; the IR is unchanged."""
 
     name = "aicfc-analyze"
 

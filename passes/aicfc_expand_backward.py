@@ -10,9 +10,9 @@ differentiate the gradients of an earlier one):
    Ops off the path get no gradient ops at all.
 2. The path is visited in reverse topological order. Each op's VJP rule
    (passes/vjp_rules.py, keyed by op class) maps the gradients of *all* its
-   results (seed 000 §11.1: not just the first) to the gradients of its
+   results (not just the first: docs/design.md#gradient-accumulation) to the gradients of its
    operands. A value with several uses gets the sum of its partial gradients
-   (graph.add), never the last one written (the overwrite bug of seed 000 §4.2).
+   (graph.add), never the last one written (the overwrite bug that section names).
 3. The seed (default: graph.constant dense<1.0> of the loss type) is the
    loss's gradient; a wrt value that is the loss itself gets the seed, a wrt
    value the loss does not depend on gets graph.constant zeros, or, with

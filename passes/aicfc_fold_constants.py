@@ -53,7 +53,18 @@ SMALL_CONSTANT = 256
 """Folds whose results have at most this many elements are always done."""
 
 
-def _constant_operands(op: Operation) -> list[DenseIntOrFPElementsAttr] | None:
+def constant_operands(op: Operation) -> list[DenseIntOrFPElementsAttr] | None:
+    """The operand values of an op this pass may fold, else None.
+
+    An op qualifies when it is a graph or autodiff op without regions, neither a
+    constant nor stochastic, and every operand is a dense `graph.constant`.
+    Whether it is folded then depends on its values and results (see the module
+    docstring); the operator report asks this for its "precompute" candidates.
+    """
+    if not isinstance(op, AicfcOp) or not op.operands or op.regions:
+        return None
+    if static_flags(op) & (OpFlag.IS_CONSTANT | OpFlag.IS_STOCHASTIC):
+        return None
     values = []
     for v in op.operands:
         owner = v.owner
@@ -76,13 +87,10 @@ class FoldConstantOperands(RewritePattern):
     operands are all graph.constant (see the module docstring for what is skipped)."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
-        if not isinstance(op, AicfcOp) or not op.operands or op.regions:
-            return
-        if static_flags(op) & (OpFlag.IS_CONSTANT | OpFlag.IS_STOCHASTIC):
-            return
-        operands = _constant_operands(op)
+        operands = constant_operands(op)
         if operands is None:
             return
+        assert isinstance(op, AicfcOp)
         types = [r.type for r in op.results]
         if not all(isinstance(t, TensorType) for t in types):
             return

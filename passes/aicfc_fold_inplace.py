@@ -1,8 +1,8 @@
 """aicfc-fold-inplace: apply alias policies where liveness proves in-place execution safe.
 
 An `exec.launch` carrying `alias = "<policy>"` may write output o into input i
-for each (o, i) pair of the policy (dialects/flags.py ALIAS_POLICIES; seed
-000 §7, seed 001 §8.2). Folding replaces every use of o by i and drops o's
+for each (o, i) pair of the policy (dialects/flags.py ALIAS_POLICIES;
+docs/design.md#in-place-folding). Folding replaces every use of o by i and drops o's
 `exec.alloc`:
 
     launch K(%i, ...) outs(%o) alias = "out0_in0"; ...uses of %o...

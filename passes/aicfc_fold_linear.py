@@ -1,6 +1,6 @@
 """aicfc-fold-linear: fold two linear layers with nothing nonlinear between (inference only).
 
-Seed 002 §4 ("연속된 Linear 연산 결합"). With PyTorch's weight layout W [out, in]:
+Exact (docs/design.md#value-preserving-rewrites). With PyTorch's weight layout W [out, in]:
 
     y = (x W1^T + b1) W2^T + b2 = x (W2 W1)^T + (W2 b1 + b2)
 
@@ -51,58 +51,10 @@ from aicfc.dialects.diagnostics import OpError, copy_location
 from aicfc.dialects.flags import OpFlag, static_flags
 from aicfc.dialects.graph import Activation, AddOp, BiasAddOp, GemmEpilogueOp, MatmulOp, ReshapeOp
 from aicfc.dialects.roles import arg_name, arg_role, functions, result_names
-from aicfc.dialects.tensors import shape_of
-from aicfc.passes.linear_layers import (
-    Linear,
-    input_independent,
-    layer_ending_at,
-    layer_starting_at,
-)
+from aicfc.passes.linear_layers import Pair, match_pair
 from aicfc.passes.options import PassOptionError
 
 F = OpFlag
-
-# ----------------------------------------------------------------------------
-# Matching a pair of linear layers (passes/linear_layers.py matches one)
-# ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Pair:
-    """Two foldable layers: first (in -> hidden) then second (hidden -> out)."""
-
-    first: Linear
-    second: Linear
-
-    def sizes(self) -> tuple[int, int, int]:
-        """(in, hidden, out) features."""
-        h = shape_of(self.first.output.type)[1]
-        out = shape_of(self.second.output.type)[1]
-        w1 = shape_of(self.first.weight.type)
-        in_ = w1[1] if self.first.transpose_w else w1[0]
-        return in_, h, out
-
-    def folded_is_smaller(self) -> bool:
-        """out*in <= h*in + out*h: the folded weight has no more parameters than the two."""
-        i, h, o = self.sizes()
-        return o * i <= h * i + o * h
-
-
-def match_pair(op: Operation) -> Pair | None:
-    """The pair whose second layer's GEMM is `op`, or None."""
-    second = layer_starting_at(op)
-    if second is None or second.transpose_x:
-        return None
-    first = layer_ending_at(second.input)
-    if first is None or first.output.get_user_of_unique_use() is not second.head:
-        return None
-    memo: dict[SSAValue, bool] = {}
-    if not all(
-        input_independent(v, memo) for v in (first.weight, first.bias, second.weight, second.bias)
-    ):
-        return None
-    return Pair(first, second)
-
 
 # ----------------------------------------------------------------------------
 # The rewrite

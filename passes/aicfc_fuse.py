@@ -1,10 +1,10 @@
-"""aicfc-fuse: op-flag fusion of GEMM epilogues and their backward (seed 001 §3-4).
+"""aicfc-fuse: op-flag fusion of GEMM epilogues and their backward (docs/design.md#fusion-patterns).
 
 Per block of each func.func the pass builds the CSR data-flow graph
-(passes/dataflow.py) and walks the ops in block order, trying each pattern
-of passes/fusion_patterns.py at each op. A pattern is a chain of flag masks
-along data-flow edges; a match is replaced by one fused op, built by the
-pattern's builder below, and the matched ops are erased:
+(passes/dataflow.py), asks the matcher for the disjoint matches of the
+pattern table (passes/fusion/: patterns.py is the table, matcher.py the
+matcher), and replaces each match by the fused op its pattern's builder makes;
+the matched ops are erased:
 
     act(bias_add(matmul(A, B), b))          -> gemm_epilogue(A, B, b, act)   [-> (Y, Z) for gelu]
     reduce_sum(act_grad(dY, s), axes=[0])    -> epilogue_grad(dY, s, act)    [-> (dZ, db)]
@@ -22,7 +22,6 @@ Option `patterns`: "all" (default), "forward" or "backward".
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -37,198 +36,10 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint
 
-from aicfc.dialects.autodiff import CrossEntropyWithGradOp, EpilogueGradOp
 from aicfc.dialects.diagnostics import copy_location
-from aicfc.dialects.flags import OpFlag
-from aicfc.dialects.graph import Activation, GemmEpilogueOp, MatrixProductOp
 from aicfc.passes.dataflow import DataFlowGraph
-from aicfc.passes.fusion_patterns import EPILOGUE_ACTIVATIONS, PATTERN_GROUPS, FusionPattern, Step
-
-DTYPE_BITS = OpFlag.DTYPE_F32 | OpFlag.DTYPE_F16 | OpFlag.DTYPE_BF16 | OpFlag.DTYPE_F64
-
-# ----------------------------------------------------------------------------
-# Matching: a chain of steps along CSR edges
-# ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Match:
-    """A pattern matched at a chain of ops (in chain order, each consuming the previous).
-
-    roles[i] is the step role of ops[i]; exports maps an export name
-    (Step.exports_input) to the intermediate value the fused op must re-export.
-    """
-
-    pattern: FusionPattern
-    ops: tuple[Operation, ...]
-    roles: tuple[str, ...]
-    exports: dict[str, SSAValue]
-
-    def get(self, role: str) -> Operation | None:
-        """The op that filled step `role`, or None if that optional step is absent."""
-        return self.ops[self.roles.index(role)] if role in self.roles else None
-
-    def has_outside_uses(self, value: SSAValue) -> bool:
-        """True when `value` is read by an op outside this match."""
-        return any(use.operation not in self.ops for use in value.uses)
-
-
-def match_at(
-    pattern: FusionPattern, start: int, graph: DataFlowGraph, claimed: set[int]
-) -> Match | None:
-    """The longest match of `pattern` starting at op `start`, or None.
-
-    Step k+1 must be a consumer of step k's result 0 through its `via_operand`
-    (or, for a sibling step, read step k's operands), not yet claimed by another
-    match, with step k's DTYPE_* bits, and step k's result must have a single use
-    unless step k+1 re-exports it.
-    """
-    flags = graph.flags(start)
-    if start in claimed or not pattern.steps[0].matches(graph.ops[start], flags):
-        return None
-    dtype = flags & DTYPE_BITS
-    chain, roles = [start], [pattern.steps[0].role]
-    exports: dict[str, SSAValue] = {}
-    for step in pattern.steps[1:]:
-        cur = chain[-1]
-        single_use = bool(graph.flags(cur) & OpFlag.SINGLE_USE)
-        found = None
-        if step.sibling:
-            found = _sibling(graph, cur, step, claimed, dtype)
-        elif single_use or step.exports_input is not None:
-            for edge in graph.out_edges(cur):
-                j = edge.consumer
-                if (
-                    edge.result == 0
-                    and edge.operand == step.via_operand
-                    and j not in claimed
-                    and (f := graph.flags(j)) & DTYPE_BITS == dtype
-                    and step.matches(graph.ops[j], f)
-                ):
-                    found = j
-                    break
-        if found is not None:
-            chain.append(found)
-            roles.append(step.role)
-            if step.exports_input is not None:
-                exports[step.exports_input] = graph.ops[cur].results[0]
-        elif not step.optional:
-            return None
-    if len(chain) < pattern.min_ops:
-        return None
-    return Match(pattern, tuple(graph.ops[i] for i in chain), tuple(roles), exports)
-
-
-def _sibling(
-    graph: DataFlowGraph, cur: int, step: Step, claimed: set[int], dtype: OpFlag
-) -> int | None:
-    """The first op (in block order) that reads all of op `cur`'s operands as its
-    first operands and matches `step`, or None."""
-    prev = graph.ops[cur]
-    if not prev.operands:
-        return None
-    n = len(prev.operands)
-    users = {u.operation for u in prev.operands[0].uses if graph.contains(u.operation)}
-    for j in sorted(graph.index(op) for op in users):
-        op = graph.ops[j]
-        if (
-            j != cur
-            and j not in claimed
-            and tuple(op.operands[:n]) == tuple(prev.operands)
-            and (f := graph.flags(j)) & DTYPE_BITS == dtype
-            and step.matches(op, f)
-        ):
-            return j
-    return None
-
-
-def find_matches(graph: DataFlowGraph, patterns: Sequence[FusionPattern]) -> list[Match]:
-    """Disjoint matches, greedily in block order (first pattern first at each op)."""
-    claimed: set[int] = set()
-    matches: list[Match] = []
-    for i in range(graph.num_nodes):
-        for pattern in patterns:
-            m = match_at(pattern, i, graph, claimed)
-            if m is not None:
-                claimed.update(graph.index(op) for op in m.ops)
-                matches.append(m)
-                break
-    return matches
-
-
-# ----------------------------------------------------------------------------
-# Builders: one per fused-op kind
-# ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Built:
-    """A fused op, the value replacing the last matched op's result, and its
-    re-exported results by export name."""
-
-    op: Operation
-    result: SSAValue
-    exports: dict[str, SSAValue]
-
-
-def build_gemm_epilogue(m: Match) -> Built:
-    """gemm_epilogue(A, B, bias, act) with the gemm's transpose flags.
-
-    The gemm step is a plain product (EmptyEpilogue), so the bias is the
-    bias_add's (along N of the [M, N] product), or none without a bias step.
-    pre_act (Z) is emitted for gelu (the backward needs gelu'(Z)) and whenever
-    Z has users outside the match.
-    """
-    gemm, bias_op, act_op = m.get("gemm"), m.get("bias"), m.get("act")
-    assert isinstance(gemm, MatrixProductOp)
-    bias = bias_op.operands[1] if bias_op is not None else None
-    act = EPILOGUE_ACTIVATIONS[type(act_op)] if act_op is not None else Activation.NONE
-    z = m.exports.get("pre_act")
-    with_pre_act = act == Activation.GELU or (z is not None and m.has_outside_uses(z))
-    op = GemmEpilogueOp(
-        gemm.operands[0],
-        gemm.operands[1],
-        bias,
-        act,
-        transpose_a=bool(gemm.transpose_a),
-        transpose_b=bool(gemm.transpose_b),
-        with_pre_act=with_pre_act and act != Activation.NONE,
-    )
-    exports: dict[str, SSAValue] = {"pre_act": op.pre_act} if op.pre_act is not None else {}
-    return Built(op, op.result, exports)
-
-
-def build_epilogue_grad(m: Match) -> Built:
-    """epilogue_grad(dY, saved, act) -> (dZ, db): the act-grad's operands, the
-    reduce's result is db, and dZ is re-exported for the dW and dX products."""
-    act_grad = m.get("act_grad")
-    assert act_grad is not None
-    dy, saved = act_grad.operands
-    op = EpilogueGradOp(dy, saved, EPILOGUE_ACTIVATIONS[type(act_grad)])
-    return Built(op, op.grad_bias, {"grad_pre_act": op.grad_pre_act})
-
-
-def build_loss_with_grad(m: Match) -> Built:
-    """cross_entropy_with_grad(x, y, d) from the gradient op's operands: the loss is
-    re-exported; with the bias-grad step its result is db and dx is re-exported."""
-    grad_op = m.get("loss_grad")
-    assert grad_op is not None
-    logits, labels, dloss = grad_op.operands
-    with_bias = m.get("bias_grad") is not None
-    op = CrossEntropyWithGradOp(logits, labels, dloss, with_grad_bias=with_bias)
-    exports: dict[str, SSAValue] = {"loss": op.loss}
-    if op.grad_bias is None:
-        return Built(op, op.grad_logits, exports)
-    exports["grad_logits"] = op.grad_logits
-    return Built(op, op.grad_bias, exports)
-
-
-BUILDERS: dict[str, Callable[[Match], Built]] = {
-    "gemm_epilogue": build_gemm_epilogue,
-    "epilogue_grad": build_epilogue_grad,
-    "loss_with_grad": build_loss_with_grad,
-}
-"""FusionPattern.builder -> the function that builds the fused op of a match."""
+from aicfc.passes.fusion.matcher import Built, FusionPattern, Match, find_matches
+from aicfc.passes.fusion.patterns import PATTERN_GROUPS
 
 # ----------------------------------------------------------------------------
 # Rewriting
@@ -271,7 +82,7 @@ def apply_match(m: Match, rewriter: PatternRewriter) -> bool:
     placed, or when a matched value read outside the match has no replacement
     (a table entry exporting a value its builder does not provide).
     """
-    built = BUILDERS[m.pattern.builder](m)
+    built = m.pattern.build(m)
     replaced: dict[SSAValue, SSAValue] = {m.ops[-1].results[0]: built.result}
     replaced.update((m.exports[n], new) for n, new in built.exports.items() if n in m.exports)
     orphaned = any(r not in replaced and m.has_outside_uses(r) for op in m.ops for r in op.results)

@@ -1,7 +1,7 @@
 """aicfc-lower-exec: graph + autodiff functions to exec programs (buffers, launches, copies).
 
 Each `func.func` becomes an `exec.program` of the same name (architecture §4,
-seed 000 §6, seed 004):
+docs/design.md#the-execution-plan-is-ir):
 
 - argument i -> `exec.buffer "<aicfc.name>"` with its `aicfc.role` (no role:
   an input; no name: "arg<i>");
@@ -45,7 +45,7 @@ from aicfc.dialects.roles import (
     arg_role,
     result_names,
 )
-from aicfc.runtime.registry import BACKENDS, kernel_family
+from aicfc.runtime import backend_names
 from aicfc.runtime.selector import AutotuneCache, Capability, NoKernelError, Problem, select
 
 # ----------------------------------------------------------------------------
@@ -78,7 +78,7 @@ class _FuncLowering:
     """Lowers one func.func; `buffers` maps each tensor value to its exec buffer."""
 
     fn: func.FuncOp
-    backend: str
+    family: str
     capability: Capability
     autotune: AutotuneCache | None
     device: str
@@ -158,7 +158,7 @@ class _FuncLowering:
             )
         try:
             chosen = select(
-                problem_of(op), self.backend, self.capability, self.autotune, self.device
+                problem_of(op), self.family, self.capability, self.autotune, self.device
             )
         except NoKernelError as e:
             raise OpError(op, str(e)) from None
@@ -235,8 +235,9 @@ class _FuncLowering:
 
 @dataclass(frozen=True)
 class AicfcLowerExecPass(ModulePass):
-    """Lower every func.func to an exec.program for `backend` ("numpy" or "cuda"; the
-    runtime name "cupy" is accepted as "cuda", runtime/registry.py KERNEL_FAMILIES).
+    """Lower every func.func to an exec.program for `backend` ("numpy" or "cupy", or
+    "cuda", the name of cupy's kernel family; runtime/backend_names.py): each op gets
+    a kernel of the backend's kernel family.
 
     arch, tf32, tensor_core, cublaslt: the device capability the selector scores
     CUDA kernels against (cublaslt: nvmath-python's cuBLASLt is usable; tf32: TF32
@@ -256,8 +257,13 @@ class AicfcLowerExecPass(ModulePass):
     autotune_cache: str = ""
     device: str = ""
 
+    @property
+    def kernel_family(self) -> str:
+        """The kernel family of `backend` ("numpy" or "cuda")."""
+        return backend_names.kernel_family(self.backend)
+
     def capability(self) -> Capability:
-        if self.backend == "numpy":
+        if self.kernel_family == "numpy":
             return {}
         return {
             "arch": self.arch,
@@ -268,19 +274,16 @@ class AicfcLowerExecPass(ModulePass):
 
     def __post_init__(self) -> None:
         # A bad option is a command-line mistake: refuse it before any IR is read.
-        family = kernel_family(self.backend)
-        if family is None:
-            raise ValueError(
-                f"aicfc-lower-exec: backend must be one of {', '.join(BACKENDS)}, "
-                f'got "{self.backend}" (the runtime name cupy is accepted as cuda)'
-            )
-        object.__setattr__(self, "backend", family)  # "cupy" selects the cuda kernels
+        try:
+            backend_names.kernel_family(self.backend)
+        except backend_names.UnknownBackendError as e:
+            raise ValueError(f"aicfc-lower-exec: {e}") from None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         autotune = AutotuneCache(self.autotune_cache) if self.autotune_cache else None
         for fn in [o for o in op.body.block.ops if isinstance(o, func.FuncOp)]:
             program = _FuncLowering(
-                fn, self.backend, self.capability(), autotune, self.device
+                fn, self.kernel_family, self.capability(), autotune, self.device
             ).run()
             op.body.block.insert_op_before(program, fn)
             op.body.block.erase_op(fn, safe_erase=False)

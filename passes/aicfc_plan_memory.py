@@ -4,7 +4,7 @@ The launches and copies of `exec.graph` run in a fixed order (and are replayed
 in that order), so a tmp buffer's lifetime is the closed interval of
 positions from its first use (the first write) to its last use (the last
 read); a buffer that an `exec.output` reads lives to the end of the step
-(seed 002 §8, DESIGN §3). Two buffers may share bytes only when their
+(docs/design.md#memory-planning). Two buffers may share bytes only when their
 intervals are disjoint. Closed intervals mean a launch's inputs never share
 storage with its outputs unless the IR aliases them explicitly.
 

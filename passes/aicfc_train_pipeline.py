@@ -29,8 +29,9 @@ from aicfc.passes.pipelines import run_steps, train_pipeline
 class AicfcTrainPipelinePass(ModulePass):
     """Run the train pipeline.
 
-    backend: "numpy" (default), or "cuda" / "cupy" (two names of the GPU backend,
-             runtime/registry.py KERNEL_FAMILIES): the kernels aicfc-lower-exec selects.
+    backend: "numpy" (default) or "cupy" ("cuda", the name of its kernel family, also
+             names it; runtime/backend_names.py): aicfc-lower-exec selects the kernels
+             of the backend's kernel family.
     inplace: false leaves every launch out-of-place (aicfc-fold-inplace{enable=false}).
     """
 

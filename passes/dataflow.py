@@ -1,4 +1,4 @@
-"""The data-flow graph of a block as a CSR adjacency (seed 001 §3.2.1).
+"""The data-flow graph of a block as a CSR adjacency (docs/design.md#fusion-patterns).
 
 Nodes are the block's ops, numbered in block order (0 .. n-1, the terminator
 included). There is one edge per use: producer -> consumer when an operand of

@@ -1,8 +1,10 @@
 """Linear layers in graph IR: y = op(x) @ op(W) (+ bias), as one GEMM (+ its bias_add).
 
-The matcher of aicfc-fold-linear, which folds two of them; the operator report
-groups its "Linear" nodes with `layer_starting_at` too (it also takes fused
-activations and asks for param weights). A layer's GEMM is a
+The matchers of aicfc-fold-linear: one layer (`layer_starting_at`,
+`layer_ending_at`) and a foldable pair of them (`match_pair`). The operator
+report asks the same matchers: it groups its "Linear" nodes with
+`layer_starting_at` (it also takes fused activations and asks for param
+weights) and lists `match_pair`'s pairs as fold candidates. A layer's GEMM is a
 `graph.matmul` or a `graph.gemm_epilogue` without activation (matched by
 OpFlag.IS_GEMM_LIKE and the absence of an `act` property), with a fused bias
 operand or followed by the `graph.bias_add` that is its only user.
@@ -17,6 +19,7 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from aicfc.dialects.flags import OpFlag, static_flags
 from aicfc.dialects.roles import arg_role
+from aicfc.dialects.tensors import shape_of
 
 F = OpFlag
 
@@ -124,3 +127,42 @@ def input_independent(v: SSAValue | None, memo: dict[SSAValue, bool] | None = No
         )
     memo[v] = ok
     return ok
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two foldable layers: first (in -> hidden) then second (hidden -> out)."""
+
+    first: Linear
+    second: Linear
+
+    def sizes(self) -> tuple[int, int, int]:
+        """(in, hidden, out) features."""
+        h = shape_of(self.first.output.type)[1]
+        out = shape_of(self.second.output.type)[1]
+        w1 = shape_of(self.first.weight.type)
+        in_ = w1[1] if self.first.transpose_w else w1[0]
+        return in_, h, out
+
+    def folded_is_smaller(self) -> bool:
+        """out*in <= h*in + out*h: the folded weight has no more parameters than the two."""
+        i, h, o = self.sizes()
+        return o * i <= h * i + o * h
+
+
+def match_pair(op: Operation) -> Pair | None:
+    """The pair whose second layer's GEMM is `op`, or None: nothing between the layers,
+    the first layer's output read only by the second's untransposed lhs, and every
+    weight and bias input-independent (so no product of activations is reassociated)."""
+    second = layer_starting_at(op)
+    if second is None or second.transpose_x:
+        return None
+    first = layer_ending_at(second.input)
+    if first is None or first.output.get_user_of_unique_use() is not second.head:
+        return None
+    memo: dict[SSAValue, bool] = {}
+    if not all(
+        input_independent(v, memo) for v in (first.weight, first.bias, second.weight, second.bias)
+    ):
+        return None
+    return Pair(first, second)

@@ -73,13 +73,13 @@ def check_pipeline(
 
 
 def _backends() -> tuple[str, ...]:
-    from aicfc.runtime.registry import BACKENDS, KERNEL_FAMILIES
+    from aicfc.runtime.backend_names import BACKEND_CHOICES
 
-    return (*BACKENDS, *(n for n in KERNEL_FAMILIES if n not in BACKENDS))
+    return BACKEND_CHOICES
 
 
 def _fuse_patterns() -> tuple[str, ...]:
-    from aicfc.passes.fusion_patterns import PATTERN_GROUPS
+    from aicfc.passes.fusion.patterns import PATTERN_GROUPS
 
     return tuple(PATTERN_GROUPS)
 

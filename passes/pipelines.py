@@ -25,7 +25,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 
-from aicfc.runtime.registry import BACKENDS, KERNEL_FAMILIES, kernel_family
+from aicfc.runtime.backend_names import kernel_family
 
 GRAPH_STAGE = "graph"
 """The name of the IR as built, before any step."""
@@ -58,17 +58,15 @@ def train_pipeline(
 ) -> tuple[Step, ...]:
     """The ordered steps from graph-level IR to a planned exec program.
 
-    backend: "numpy" or "cupy"/"cuda" (kernels are selected for it).
+    backend: "numpy" or "cupy" ("cuda" also names cupy): the kernels of its kernel
+             family are selected (runtime/backend_names.py).
     inplace: False keeps every launch out-of-place (for debugging aliasing).
     exec_options: further options of aicfc-lower-exec, e.g. the device capability
              a backend reports (`Backend.lower_exec_options()`: arch, tf32,
              cublaslt, autotune_cache, device).
-    Raises ValueError for an unknown backend.
+    Raises ValueError (UnknownBackendError) for an unknown backend.
     """
-    family = kernel_family(backend)  # "cupy" and "cuda" both name the GPU backend
-    if family is None:
-        names = ", ".join(dict.fromkeys([*KERNEL_FAMILIES, *BACKENDS]))
-        raise ValueError(f"unknown backend {backend!r}; expected one of: {names}")
+    family = kernel_family(backend)  # lower-exec's backend option takes the family's name too
     inplace_opt = "true" if inplace else "false"
     lower = " ".join(
         [f"backend={family}"] + [f"{k}={_option(v)}" for k, v in (exec_options or {}).items()]

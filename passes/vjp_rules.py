@@ -23,9 +23,9 @@ The math, per op (dY: gradient of the result; shapes as in dialects/graph/):
 
     matmul        C = op(A) op(B):  d op(A) = dC op(B)^T,  d op(B) = op(A)^T dC,
                   expressed with graph.matmul transpose flags, never graph.transpose
-    gemm_epilogue Y = act(Z), Z = op(A) op(B) + b (seed 001 §5.1, the composite of its parts):
+    gemm_epilogue Y = act(Z), Z = op(A) op(B) + b (the composite of its parts):
                   dZ = dY * act'(.) (+ d pre_act), then dA, dB as matmul, db = sum_rows(dZ);
-                  dZ keeps the forward output's layout and db reduces dZ itself (§5.3)
+                  dZ keeps the forward layout, db reduces dZ (docs/design.md#composite-backward)
     bias_add      dx = dy, db = sum over all leading axes of dy
     add / sub     da = dz, db = +-dz;  mul: da = dz * b, db = dz * a
     relu / gelu / tanh    relu_grad(dy, y) / gelu_grad(dy, x) / tanh_grad(dy, y)

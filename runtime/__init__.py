@@ -2,7 +2,8 @@
 
 Import-light on purpose: importing `aicfc.runtime` loads no backend, so
 `aicfc-lower-exec` can read `runtime.registry` without NumPy kernels or CuPy.
-`get_backend` and the interface types of `runtime/backend.py` load on first use.
+The interface types (runtime/backend.py, store.py, errors.py) load on first use;
+a backend by name comes from `aicfc.backends.get_backend`.
 """
 
 from __future__ import annotations
@@ -10,11 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 _LAZY = {
-    "get_backend": "aicfc.runtime.backend",
     "Backend": "aicfc.runtime.backend",
-    "BufferStore": "aicfc.runtime.backend",
     "Executable": "aicfc.runtime.backend",
-    "ExecError": "aicfc.runtime.backend",
+    "BufferStore": "aicfc.runtime.store",
+    "ExecError": "aicfc.runtime.errors",
 }
 
 

@@ -1,11 +1,13 @@
 """The kernel registry: every kernel either backend can launch, as plain data.
 
 A `KernelSpec` records what a kernel implements (the graph/autodiff op, or
-`exec.copy`), on which backend, for which dtypes and layouts, what it refuses
+`exec.copy`), its kernel family ("numpy" or "cuda", runtime/backend_names.py:
+the target it is written for, not the backend that runs it), for which dtypes
+and layouts, what it refuses
 (`Constraints`: alignment, minimum sizes, activations, ...), its flags
 (`inplace_ok`, `tensor_core`, `library`, ...), the C ABI of its scalar
 parameters and, for CUDA kernels, the `.cu` source and `extern "C"` symbol
-(seed 004 §0-§1, seed 003 §7). `aicfc-lower-exec` reads this table and
+(docs/design.md#kernel-selection). `aicfc-lower-exec` reads this table and
 `runtime/selector.py` scores its entries, so this module imports no backend,
 no xDSL and no NumPy.
 
@@ -25,30 +27,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
-BACKENDS = ("numpy", "cuda")
-"""Backends a kernel can belong to (`KernelSpec.backend`)."""
-
-KERNEL_FAMILIES: dict[str, str] = {"numpy": "numpy", "cupy": "cuda"}
-"""Runtime name (`Backend.name`) -> the kernel family it launches (`KernelSpec.backend`).
-
-The one table of backend names. Wherever a backend is named (`aicfc.compile(backend=)`,
-`aicfc-run --backend`, `aicfc-lower-exec{backend=}`, `aicfc-train-pipeline{backend=}`)
-both names of the GPU backend are accepted: "cupy" (the runtime) and "cuda" (its kernels).
-"""
-
-
-def kernel_family(name: str) -> str | None:
-    """The kernel family that backend `name` ("numpy", "cupy" or "cuda") selects, else None."""
-    if name in BACKENDS:
-        return name
-    return KERNEL_FAMILIES.get(name)
-
-
-def runtime_name(name: str) -> str | None:
-    """The runtime that runs backend `name`'s kernels ("numpy" or "cupy"), else None."""
-    family = kernel_family(name)
-    return next((r for r, f in KERNEL_FAMILIES.items() if f == family), None)
-
+from aicfc.runtime.backend_names import KERNEL_FAMILIES
 
 LAYOUTS = ("row_major",)
 """Buffer layouts: exec buffers are dense row-major today."""
@@ -113,10 +92,10 @@ class Constraints:
 class KernelSpec:
     """One launchable kernel.
 
-    name:       unique, "<backend>.<kernel>" ("numpy.gemm_epilogue",
-                "cuda.gemm_bias_act_f32_tiled"); shown in `exec.launch`.
+    name:       unique, "<family>.<kernel>" ("numpy.gemm_epilogue",
+                "cuda.gemm_epilogue_f32_nn"); shown in `exec.launch`.
     op:         the op it implements ("graph.gemm_epilogue", "exec.copy").
-    backend:    "numpy" or "cuda".
+    family:     its kernel family, "numpy" or "cuda" (KERNEL_FAMILIES).
     dtypes:     element types of result #0 it computes in ("f32", "f64", "i64").
     layouts:    buffer layouts it reads and writes (see LAYOUTS).
     transposes: supported (transpose_a, transpose_b) pairs, None = all or n/a.
@@ -127,12 +106,17 @@ class KernelSpec:
     abi:        ordered (parameter name, C type) of the scalars passed after the
                 buffers (CUDA kernels; empty for NumPy ones).
     source, symbol: the `kernels/*.cu` file and its `extern "C"` entry point.
+    launcher:   "<module>:<function>", the function of runtime/cuda/launchers/<module>.py
+                that binds the kernel's launches; the module is the source's family
+                (`gemm_small` for gemm_small.cu; `cublaslt` for the library entries).
+                Data, resolved by the CuPy backend; None for NumPy kernels (they run
+                the reference).
     priority:   breaks ties between equally scored candidates (higher wins).
     """
 
     name: str
     op: str
-    backend: str
+    family: str
     dtypes: tuple[str, ...]
     layouts: tuple[str, ...] = ("row_major",)
     transposes: tuple[tuple[bool, bool], ...] | None = None
@@ -141,14 +125,17 @@ class KernelSpec:
     abi: tuple[tuple[str, str], ...] = ()
     source: str | None = None
     symbol: str | None = None
+    launcher: str | None = None
     priority: int = 0
 
     def __post_init__(self) -> None:
         where = f"kernel {self.name!r}"
-        if self.backend not in BACKENDS:
-            raise ValueError(f"{where}: backend must be one of {BACKENDS}, got {self.backend!r}")
-        if not self.name.startswith(self.backend + "."):
-            raise ValueError(f"{where}: the name must start with '{self.backend}.'")
+        if self.family not in KERNEL_FAMILIES:
+            raise ValueError(
+                f"{where}: the kernel family must be one of {KERNEL_FAMILIES}, got {self.family!r}"
+            )
+        if not self.name.startswith(self.family + "."):
+            raise ValueError(f"{where}: the name must start with '{self.family}.'")
         if not self.dtypes:
             raise ValueError(f"{where}: no dtypes")
         for layout in self.layouts:
@@ -160,10 +147,25 @@ class KernelSpec:
                     f"{where}: parameter {pname!r} has C type {ctype!r}, not one of {C_TYPES}"
                 )
         no_entry = self.source is None or self.symbol is None
-        if self.backend == "cuda" and no_entry and "library" not in self.flags:
+        if self.family == "cuda" and no_entry and "library" not in self.flags:
             raise ValueError(
                 f"{where}: a CUDA kernel needs source and symbol (or the 'library' flag)"
             )
+        if self.family == "cuda":
+            module, _, function = (self.launcher or "").partition(":")
+            if not (module.isidentifier() and function.isidentifier()):
+                raise ValueError(
+                    f"{where}: a CUDA kernel needs its launcher as '<module>:<function>', "
+                    f"got {self.launcher!r}"
+                )
+            family = self.source.removesuffix(".cu") if self.source else None
+            if family is not None and module != family:
+                raise ValueError(
+                    f"{where}: the launcher of a {self.source} kernel lives in module "
+                    f"{family!r}, got {self.launcher!r}"
+                )
+        elif self.launcher is not None:
+            raise ValueError(f"{where}: a NumPy kernel runs the reference and has no launcher")
 
     @property
     def inplace_ok(self) -> bool:
@@ -217,7 +219,7 @@ NUMPY_KERNELS: tuple[KernelSpec, ...] = tuple(
     KernelSpec(
         name="numpy." + op.split(".", 1)[1],
         op=op,
-        backend="numpy",
+        family="numpy",
         dtypes=dtypes,
         constraints=constraints,
         flags=frozenset({"reference", "inplace_ok"}),
@@ -270,11 +272,12 @@ def get(name: str) -> KernelSpec:
 
 def candidates(
     op_name: str,
-    backend: str,
+    family: str,
     dtype: str | None = None,
     registry: tuple[KernelSpec, ...] | None = None,
 ) -> list[KernelSpec]:
-    """Kernels implementing `op_name` on `backend` (and computing in `dtype` if given).
+    """Kernels of kernel family `family` implementing `op_name` (and computing in `dtype`
+    if given).
 
     Sorted by priority (highest first), then name. `registry` defaults to REGISTRY
     (tests pass their own tables).
@@ -283,6 +286,6 @@ def candidates(
     found = [
         k
         for k in table
-        if k.op == op_name and k.backend == backend and (dtype is None or dtype in k.dtypes)
+        if k.op == op_name and k.family == family and (dtype is None or dtype in k.dtypes)
     ]
     return sorted(found, key=lambda k: (-k.priority, k.name))

@@ -1,13 +1,15 @@
 """The CUDA kernels of the registry, as plain data (joined by runtime/registry.py).
 
-Each entry names its `kernels/*.cu` source and `extern "C"` symbol and the C ABI of
-its scalars; the CuPy backend (runtime/cuda_launch.py) computes each scalar by name
-from the launch's shapes and `params` and converts it to exactly that C type. Launch
-order is the registry's: input buffers, output buffers (then a backend-owned
-workspace for entries flagged "workspace"), then the scalars; a scalar named
-`meta` is the device address (uint64_t) of a small int64 table that the backend
-builds and uploads at load (permute strides, the multi-tensor list). Kernels flagged
-"library" call cuBLASLt through nvmath-python and have no source.
+Each entry names its `kernels/*.cu` source and `extern "C"` symbol, the C ABI of
+its scalars and its launcher ("<family>:<function>", a function of
+runtime/cuda/launchers/<family>.py, where <family> is the source's name): the
+launcher computes each scalar by name from the launch's shapes and `params`, and the
+CuPy backend converts it to exactly that C type. Launch order is the registry's:
+input buffers, output buffers (then a backend-owned workspace for entries flagged
+"workspace"), then the scalars; a scalar named `meta` is the device address
+(uint64_t) of a small int64 table that the backend builds and uploads at load
+(permute strides, the multi-tensor list). Kernels flagged "library" call cuBLASLt
+through nvmath-python and have no source.
 
 GEMM entries come in one per (transpose_a, transpose_b) pair (symbol suffixes
 _nn, _nt, _tn, _tt). Selection among them (runtime/selector.py rules): small
@@ -15,15 +17,14 @@ products go to our latency kernels of gemm_small.cu, the skinny one where a side
 is at most 32 (a 10-wide layer: N = 10 forward, M = 10 for its dW, K = 10 for its
 dX) and the split-K one where the result has at most 2^18 elements; larger ones
 to cuBLASLt (needs capability "cublaslt": nvmath-python importable), else our own
-SIMT kernels (the 128x128 tile only from 512x512 up; flag "tile_64" marks the 64x64
-one for its launcher). TF32 kernels are refused
-unless the compile allows TF32 (`requires=("tf32",)`), and then outscore the rest
-where the product fills their tiles. cuBLASLt's GELU epilogue is the tanh
-approximation, not the exact erf GELU of graph.gelu, so cuBLASLt entries refuse
-act=gelu. cuBLASLt has no row-alignment constraint: the GPU tests run it on rows
+SIMT kernels (the 128x128 tile only from 512x512 up, else the 64x64 one). TF32
+kernels are refused unless the compile allows TF32 (`requires=("tf32",)`), and then
+outscore the rest where the product fills their tiles. cuBLASLt's GELU epilogue is
+the tanh approximation, not the exact erf GELU of graph.gelu, so cuBLASLt entries
+refuse act=gelu. cuBLASLt has no row-alignment constraint: the GPU tests run it on rows
 of 524 bytes (K = 131) and 40 bytes (N = 10) within the fp32 tolerance.
 
-Imports nothing but the registry's dataclasses.
+Imports nothing but the registry's dataclasses (a launcher is named, never imported).
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from __future__ import annotations
 from aicfc.runtime.registry import Constraints, KernelSpec
 
 F32 = ("f32",)
-_LABELS = ((1, ("i32", "i64")),)
 _I64_OFFSET = ((1, ("i64",)),)
 _PAIRS = {"nn": (False, False), "nt": (False, True), "tn": (True, False), "tt": (True, True)}
 _GEMM_ABI = (("M", "int32_t"), ("N", "int32_t"), ("K", "int32_t"), ("act", "int32_t"))
@@ -43,7 +43,7 @@ SPLIT_K_MAX_OUTPUTS = 1 << 18
 """The split-K kernel's 32x32 tiles suit results up to this many elements."""
 _ACTS = ("none", "relu", "gelu")
 GEMM_OPS = ("graph.gemm_epilogue", "graph.matmul")
-"""The ops with several competing kernels (runtime/autotune.py times these)."""
+"""The ops with several competing kernels (runtime/cuda/autotune.py times these)."""
 
 
 def _short(op: str) -> str:
@@ -53,6 +53,7 @@ def _short(op: str) -> str:
 def _gemm_family(
     tag: str,
     symbol: str,
+    launcher: str,
     flags: frozenset[str],
     constraints: Constraints,
     priority: int,
@@ -63,7 +64,7 @@ def _gemm_family(
         KernelSpec(
             name=f"cuda.{_short(op)}_{tag}_{suffix}",
             op=op,
-            backend="cuda",
+            family="cuda",
             dtypes=F32,
             transposes=(pair,),
             constraints=constraints,
@@ -71,6 +72,7 @@ def _gemm_family(
             abi=abi,
             source=source,
             symbol=f"{symbol}_{suffix}",
+            launcher=launcher,
             priority=priority,
         )
         for op in GEMM_OPS
@@ -80,11 +82,17 @@ def _gemm_family(
 
 _GEMMS = (
     _gemm_family(
-        "f32_s64", "aicfc_gemm_f32_s64", frozenset({"tile_64"}), Constraints(activations=_ACTS), 0
+        "f32_s64",
+        "aicfc_gemm_f32_s64",
+        "gemm:launch_gemm_64",
+        frozenset(),
+        Constraints(activations=_ACTS),
+        0,
     )
     + _gemm_family(
         "f32",
         "aicfc_gemm_f32",
+        "gemm:launch_gemm_128",
         frozenset(),
         Constraints(activations=_ACTS, min_mnk=(512, 512, 8)),
         0,
@@ -92,6 +100,7 @@ _GEMMS = (
     + _gemm_family(
         "tf32",
         "aicfc_gemm_tf32",
+        "gemm_tf32:launch_gemm_tf32",
         frozenset({"tensor_core", "tf32"}),
         Constraints(activations=_ACTS, min_arch=80, requires=("tf32",)),
         0,
@@ -100,6 +109,7 @@ _GEMMS = (
     + _gemm_family(
         "skinny",
         "aicfc_gemm_skinny_f32",
+        "gemm_small:launch_gemm_skinny",
         frozenset({"skinny"}),
         Constraints(activations=_ACTS, max_short_side=SKINNY_SIDE),
         0,
@@ -109,6 +119,7 @@ _GEMMS = (
     + _gemm_family(
         "splitk",
         "aicfc_gemm_splitk_f32",
+        "gemm_small:launch_gemm_splitk",
         frozenset({"split_k", "workspace"}),
         Constraints(activations=_ACTS, max_numel=SPLIT_K_MAX_OUTPUTS),
         1,  # over the 64x64 tile when no rule decides (no cuBLASLt): fewer idle SMs
@@ -121,7 +132,7 @@ _CUBLASLT = tuple(
     KernelSpec(
         name=f"cuda.{_short(op)}_cublaslt_{prec}",
         op=op,
-        backend="cuda",
+        family="cuda",
         dtypes=F32,
         constraints=Constraints(
             activations=("none", "relu"),
@@ -133,6 +144,7 @@ _CUBLASLT = tuple(
             | ({"tensor_core", "tf32"} if prec == "tf32" else set())
             | ({"fused"} if op == "graph.gemm_epilogue" else set())
         ),
+        launcher="cublaslt:launch_cublaslt",
         priority=10,
     )
     for op in GEMM_OPS
@@ -149,17 +161,20 @@ def _k(
     dtypes: tuple[str, ...] = F32,
     constraints: Constraints | None = None,
     flags: tuple[str, ...] = (),
+    *,
+    launcher: str,
 ) -> KernelSpec:
     return KernelSpec(
         name=f"cuda.{name}",
         op=op,
-        backend="cuda",
+        family="cuda",
         dtypes=dtypes,
         constraints=constraints or Constraints(),
         flags=frozenset(flags),
         abi=abi,
         source=source,
         symbol=symbol,
+        launcher=f"{source.removesuffix('.cu')}:{launcher}",
     )
 
 
@@ -167,7 +182,16 @@ _N = (("n", "int64_t"),)
 _INPLACE = ("inplace_ok",)
 
 _ELEMENTWISE = [
-    _k(f"{op}_{dt}", f"graph.{op}", "elementwise.cu", f"aicfc_{op}_{dt}", _N, (dt,), flags=_INPLACE)
+    _k(
+        f"{op}_{dt}",
+        f"graph.{op}",
+        "elementwise.cu",
+        f"aicfc_{op}_{dt}",
+        _N,
+        (dt,),
+        flags=_INPLACE,
+        launcher="launch_elementwise",
+    )
     for op in ("add", "sub", "mul")
     for dt in ("f32", "i32", "i64")
 ] + [
@@ -178,10 +202,35 @@ _ELEMENTWISE = [
         "aicfc_bias_add_f32",
         (("n", "int64_t"), ("C", "int64_t")),
         flags=_INPLACE,
+        launcher="launch_bias_add",
     ),
-    _k("relu_f32", "graph.relu", "elementwise.cu", "aicfc_relu_f32", _N, flags=_INPLACE),
-    _k("gelu_f32", "graph.gelu", "elementwise.cu", "aicfc_gelu_f32", _N, flags=_INPLACE),
-    _k("tanh_f32", "graph.tanh", "elementwise.cu", "aicfc_tanh_f32", _N, flags=_INPLACE),
+    _k(
+        "relu_f32",
+        "graph.relu",
+        "elementwise.cu",
+        "aicfc_relu_f32",
+        _N,
+        flags=_INPLACE,
+        launcher="launch_elementwise",
+    ),
+    _k(
+        "gelu_f32",
+        "graph.gelu",
+        "elementwise.cu",
+        "aicfc_gelu_f32",
+        _N,
+        flags=_INPLACE,
+        launcher="launch_elementwise",
+    ),
+    _k(
+        "tanh_f32",
+        "graph.tanh",
+        "elementwise.cu",
+        "aicfc_tanh_f32",
+        _N,
+        flags=_INPLACE,
+        launcher="launch_elementwise",
+    ),
     _k(
         "relu_grad_f32",
         "autodiff.relu_grad",
@@ -189,6 +238,7 @@ _ELEMENTWISE = [
         "aicfc_relu_grad_f32",
         _N,
         flags=_INPLACE,
+        launcher="launch_elementwise",
     ),
     _k(
         "gelu_grad_f32",
@@ -197,6 +247,7 @@ _ELEMENTWISE = [
         "aicfc_gelu_grad_f32",
         _N,
         flags=_INPLACE,
+        launcher="launch_elementwise",
     ),
     _k(
         "tanh_grad_f32",
@@ -205,15 +256,23 @@ _ELEMENTWISE = [
         "aicfc_tanh_grad_f32",
         _N,
         flags=_INPLACE,
+        launcher="launch_elementwise",
     ),
 ]
 
 _ANY = ("f16", "f32", "f64", "i1", "i32", "i64")
-_WIDE = ("f32", "i32", "i64")
 _PERMUTE_ABI = (("meta", "uint64_t"), ("rank", "int32_t"), ("n", "int64_t"))
 
 _LAYOUT = [
-    _k("copy", "exec.copy", "elementwise.cu", "aicfc_copy_bytes", (("nbytes", "int64_t"),), _ANY),
+    _k(
+        "copy",
+        "exec.copy",
+        "elementwise.cu",
+        "aicfc_copy_bytes",
+        (("nbytes", "int64_t"),),
+        _ANY,
+        launcher="launch_copy",
+    ),
     _k(
         "reshape",
         "graph.reshape",
@@ -221,6 +280,7 @@ _LAYOUT = [
         "aicfc_copy_bytes",
         (("nbytes", "int64_t"),),
         _ANY,
+        launcher="launch_copy",
     ),
     _k(
         "transpose_b32",
@@ -229,6 +289,7 @@ _LAYOUT = [
         "aicfc_permute_b32",
         _PERMUTE_ABI,
         ("f32", "i32"),
+        launcher="launch_transpose",
     ),
     _k(
         "transpose_b64",
@@ -237,6 +298,7 @@ _LAYOUT = [
         "aicfc_permute_b64",
         _PERMUTE_ABI,
         ("f64", "i64"),
+        launcher="launch_transpose",
     ),
     _k(
         "broadcast_to_b32",
@@ -245,6 +307,7 @@ _LAYOUT = [
         "aicfc_permute_b32",
         _PERMUTE_ABI,
         ("f32", "i32"),
+        launcher="launch_broadcast_to",
     ),
     _k(
         "broadcast_to_b64",
@@ -253,6 +316,7 @@ _LAYOUT = [
         "aicfc_permute_b64",
         _PERMUTE_ABI,
         ("f64", "i64"),
+        launcher="launch_broadcast_to",
     ),
 ]
 
@@ -269,6 +333,7 @@ _LOSSES = (
             _NC,
             constraints=Constraints(operand_dtypes=((1, (lt,)),)),
             flags=("workspace",),
+            launcher="launch_cross_entropy",
         )
         for lt in ("i32", "i64")
     ]
@@ -280,6 +345,7 @@ _LOSSES = (
             f"aicfc_cross_entropy_grad_f32_{lt}",
             _NC,
             constraints=Constraints(operand_dtypes=((1, (lt,)),)),
+            launcher="launch_cross_entropy_grad",
         )
         for lt in ("i32", "i64")
     ]
@@ -292,12 +358,27 @@ _LOSSES = (
             _NC,
             constraints=Constraints(operand_dtypes=((1, (lt,)),)),
             flags=("workspace", "fused"),
+            launcher="launch_cross_entropy_with_grad",
         )
         for lt in ("i32", "i64")
     ]
     + [
-        _k("softmax_f32", "graph.softmax", "loss.cu", "aicfc_softmax_f32", _ROWS),
-        _k("softmax_grad_f32", "autodiff.softmax_grad", "loss.cu", "aicfc_softmax_grad_f32", _ROWS),
+        _k(
+            "softmax_f32",
+            "graph.softmax",
+            "loss.cu",
+            "aicfc_softmax_f32",
+            _ROWS,
+            launcher="launch_softmax",
+        ),
+        _k(
+            "softmax_grad_f32",
+            "autodiff.softmax_grad",
+            "loss.cu",
+            "aicfc_softmax_grad_f32",
+            _ROWS,
+            launcher="launch_softmax",
+        ),
         _k(
             "mse_loss_f32",
             "graph.mse_loss",
@@ -305,8 +386,16 @@ _LOSSES = (
             "aicfc_mse_loss_f32",
             _N,
             flags=("workspace",),
+            launcher="launch_mse_loss",
         ),
-        _k("mse_loss_grad_f32", "autodiff.mse_loss_grad", "loss.cu", "aicfc_mse_loss_grad_f32", _N),
+        _k(
+            "mse_loss_grad_f32",
+            "autodiff.mse_loss_grad",
+            "loss.cu",
+            "aicfc_mse_loss_grad_f32",
+            _N,
+            launcher="launch_mse_loss_grad",
+        ),
     ]
 )
 
@@ -319,6 +408,7 @@ _REDUCTIONS = [
         (("M", "int32_t"), ("N", "int32_t"), ("act", "int32_t")),
         flags=("fused",),
         constraints=Constraints(activations=("relu", "gelu")),
+        launcher="launch_epilogue_grad",
     ),
     _k(
         "reduce_sum_f32",
@@ -326,6 +416,7 @@ _REDUCTIONS = [
         "reduce.cu",
         "aicfc_reduce_sum_f32",
         (("outer", "int64_t"), ("R", "int64_t"), ("inner", "int64_t")),
+        launcher="launch_reduce_sum",
     ),
 ]
 
@@ -359,6 +450,7 @@ _RANDOM_AND_OPTIM = [
         _DROPOUT_ABI,
         constraints=Constraints(operand_dtypes=_I64_OFFSET),
         flags=_INPLACE,
+        launcher="launch_dropout",
     ),
     _k(
         "dropout_grad_f32",
@@ -368,6 +460,7 @@ _RANDOM_AND_OPTIM = [
         _DROPOUT_ABI,
         constraints=Constraints(operand_dtypes=_I64_OFFSET),
         flags=_INPLACE,
+        launcher="launch_dropout",
     ),
     _k(
         "adam_step_multi_tensor_f32",
@@ -376,8 +469,17 @@ _RANDOM_AND_OPTIM = [
         "aicfc_adam_multi_tensor_f32",
         _ADAM_ABI,
         flags=("inplace_ok", "multi_tensor", "workspace"),
+        launcher="launch_adam",
     ),
-    _k("sgd_step_f32", "autodiff.sgd_step", "optim.cu", "aicfc_sgd_f32", _SGD_ABI, flags=_INPLACE),
+    _k(
+        "sgd_step_f32",
+        "autodiff.sgd_step",
+        "optim.cu",
+        "aicfc_sgd_f32",
+        _SGD_ABI,
+        flags=_INPLACE,
+        launcher="launch_sgd",
+    ),
 ]
 
 KERNELS: tuple[KernelSpec, ...] = (

@@ -22,12 +22,12 @@ and Patterson's RAW, WAR, WAW):
 reduction; the graph needs no more). `schedule` then assigns launches, in
 program order, to at most `max_streams` streams and says which completion
 events each launch waits for, so that issuing them with event record/wait
-(runtime/capture.py, `issue_schedule`) orders every conflicting pair, and only
+(runtime/cuda/capture.py, `issue_schedule`) orders every conflicting pair, and only
 those, plus whatever stream order adds when streams run out. The program order
 is always a valid topological order (dependencies point backwards), so one
 stream reproduces the sequential step exactly.
 
-Pure Python over plain data (runtime/backend.py's ExecPlan): no GPU needed.
+Pure Python over plain data (runtime/plan.py's ExecPlan): no GPU needed.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from aicfc.runtime.backend import CopyStep, ExecPlan, LaunchStep
+from aicfc.runtime.plan import CopyStep, ExecPlan, LaunchStep
 
 ARENA = "arena"
 """The memory space of planned tmp buffers (exec.alloc with an offset)."""

@@ -8,12 +8,12 @@ every registered candidate is first checked against its `Constraints` (dtype,
 layout, transposes, activations, alignment, minimum sizes, arch, required
 capabilities); a refusal says why. The survivors are scored by `SCORE_RULES`
 (data: name, points, predicate); the highest score wins, then the higher
-`priority`, then the name (seed 003 §7: rules plus capability). An
+`priority`, then the name (docs/design.md#kernel-selection: rules plus capability). An
 `AutotuneCache` (a small JSON file keyed by op, shape bucket, dtype and device)
-overrides the choice when it names a feasible candidate (seed 003 §3).
+overrides the choice when it names a feasible candidate.
 
 Imports no backend (no CuPy, no xDSL): `aicfc-lower-exec` calls it at compile
-time and the CUDA backend may call it again at load time.
+time and the CuPy backend may call it again at load time.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ DEFAULT_CAPABILITY: dict[str, dict[str, object]] = {
     "numpy": {},
     "cuda": {"arch": 90, "tf32": False, "tensor_core": True, "cublaslt": True},
 }
-"""The capability assumed when none is given (H100/H200-class GPU with nvmath-python's
-cuBLASLt for cuda)."""
+"""Kernel family -> the capability assumed when none is given (H100/H200-class GPU with
+nvmath-python's cuBLASLt for cuda)."""
 
 TENSOR_TILE = 64
 """A tensor-core kernel earns its bonus only when M and N both reach this: a 10-wide
@@ -342,16 +342,16 @@ def autotune_device(device: str, capability: Capability) -> str:
 class NoKernelError(LookupError):
     """No registered kernel can run a problem; `reasons` holds (kernel, why) per candidate."""
 
-    def __init__(self, problem: Problem, backend: str, reasons: list[tuple[str, str]]):
-        self.problem, self.backend, self.reasons = problem, backend, reasons
+    def __init__(self, problem: Problem, family: str, reasons: list[tuple[str, str]]):
+        self.problem, self.family, self.reasons = problem, family, reasons
         why = "; ".join(f"{name}: {r}" for name, r in reasons)
         if not reasons:
-            msg = f"has no kernel on backend {backend}"
+            msg = f"has no kernel in kernel family {family}"
         elif all(r.startswith("dtype ") for _, r in reasons):
-            msg = f"has no kernel for dtype {problem.dtype} on backend {backend} ({why})"
+            msg = f"has no kernel for dtype {problem.dtype} in kernel family {family} ({why})"
         else:
             msg = (
-                f"has no kernel on backend {backend} that accepts this {problem.dtype} "
+                f"has no kernel in kernel family {family} that accepts this {problem.dtype} "
                 f"instance ({why})"
             )
         super().__init__(msg)
@@ -372,27 +372,27 @@ class Selection:
 
 def select(
     problem: Problem,
-    backend: str,
+    family: str,
     capability: Capability | None = None,
     autotune: AutotuneCache | None = None,
     device: str = "",
     registry: tuple[KernelSpec, ...] = REGISTRY,
 ) -> Selection:
-    """The best kernel for `problem` on `backend`.
+    """The best kernel of kernel family `family` ("numpy", "cuda") for `problem`.
 
     Raises NoKernelError (with each candidate's refusal) when none fits.
     """
-    cap = DEFAULT_CAPABILITY.get(backend, {}) if capability is None else capability
+    cap = DEFAULT_CAPABILITY.get(family, {}) if capability is None else capability
     feasible: list[tuple[int, KernelSpec]] = []
     refused: list[tuple[str, str]] = []
-    for spec in candidates(problem.op, backend, registry=registry):
+    for spec in candidates(problem.op, family, registry=registry):
         why = refusal(spec, problem, cap)
         if why is None:
             feasible.append((score(spec, problem, cap), spec))
         else:
             refused.append((spec.name, why))
     if not feasible:
-        raise NoKernelError(problem, backend, refused)
+        raise NoKernelError(problem, family, refused)
     if autotune is not None:
         tuned = autotune.lookup(problem, autotune_device(device, cap))
         for s, spec in feasible:

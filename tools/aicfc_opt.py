@@ -6,6 +6,8 @@
 Passes: aicfc's own (docs/passes.md) and, of xDSL's generic ones, those in
 `XDSL_PASSES` (canonicalize, cse, dce): the rest of xDSL's ~150 passes target
 other dialects and are not registered, so `--help` lists only what applies.
+Our dialects and passes are also an `xdsl.universe` entry point (aicfc/universe.py),
+which plain `xdsl-opt` loads; xDSL's driver then registers our dialects itself.
 The only output target is MLIR text. `--version` prints aicfc's version and xDSL's.
 
 A user's mistake (syntax, verification, an unknown pass or option, an option of
@@ -41,7 +43,6 @@ from xdsl.utils.exceptions import (
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 import aicfc
-from aicfc.context import DIALECT_LOADERS
 from aicfc.float_literals import ExactFloatPrinter
 from aicfc.ir import IRError, parse_module, verify_located
 from aicfc.passes import get_all_passes
@@ -55,6 +56,7 @@ from aicfc.tools.cli import (
     one_line_warnings,
     usage_errors_exit_1,
 )
+from aicfc.universe import AICFC_UNIVERSE
 
 
 class AicfcOptMain(xDSLOptMain):
@@ -63,9 +65,14 @@ class AicfcOptMain(xDSLOptMain):
     version_format = f"aicfc-opt {aicfc.__version__} (xDSL {{xdsl_version}})"
 
     def register_all_dialects(self) -> None:
+        # xDSL registers every installed universe's dialects, ours among them once the
+        # entry point is installed; registering a name twice raises, so add only the
+        # names still missing (a source tree whose install predates the entry point).
         super().register_all_dialects()
-        for name, loader in DIALECT_LOADERS.items():
-            self.ctx.register_dialect(name, loader)
+        registered = set(self.ctx.registered_dialect_names)
+        for name, loader in AICFC_UNIVERSE.all_dialects.items():
+            if name not in registered:
+                self.ctx.register_dialect(name, loader)
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)

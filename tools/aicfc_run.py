@@ -54,6 +54,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import BlockArgument
 from xdsl.utils.exceptions import DiagnosticException, PassFailedException
 
+from aicfc.backends import resolve_backend
 from aicfc.builder import RNG_OFFSET
 from aicfc.context import make_context
 from aicfc.dialects import exec as ex
@@ -62,8 +63,9 @@ from aicfc.dialects.roles import arg_name
 from aicfc.execute import LoadedFunction
 from aicfc.ir import IRError, parse_module
 from aicfc.runtime import registry
-from aicfc.runtime.backend import BufferSpec, CopyStep, ExecError, resolve_backend
+from aicfc.runtime.errors import ExecError
 from aicfc.runtime.files import WriteError, atomic_write
+from aicfc.runtime.plan import BufferSpec, CopyStep
 from aicfc.tools.cli import (
     EXIT_ERROR,
     EXIT_INTERNAL,

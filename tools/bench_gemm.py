@@ -23,7 +23,7 @@ launches captured in one CUDA graph per timing (device time per launch, the
 way a replayed step runs them, not Python's launch rate), and shows the
 selector's rule choice next to them.
 
-Not a test: a tool that prints a table (seed 003 §2).
+Not a test: a tool that prints a table (docs/design.md#kernel-selection).
 """
 
 from __future__ import annotations
@@ -104,7 +104,8 @@ def run_variant(kernel: str, m: int, n: int, k: int, ctx: Any, stream: Any) -> d
     """Time one variant on fresh random X [M, K], W [N, K], b [N]; error vs float64."""
     import cupy
 
-    from aicfc.runtime import cuda_launch, registry
+    from aicfc.runtime import registry
+    from aicfc.runtime.cuda.launch import launches_for
 
     spec = registry.get(kernel)
     rng = cupy.random.default_rng(m * 7 + n * 3 + k)
@@ -113,7 +114,7 @@ def run_variant(kernel: str, m: int, n: int, k: int, ctx: Any, stream: Any) -> d
     bias = rng.standard_normal(n, dtype=np.float32)
     y = cupy.full((m, n), np.nan, dtype=np.float32)
     params = {"act": "relu", "transpose_b": True}
-    launches = cuda_launch.launches_for(spec, [x, w, bias], [y], params, ctx)
+    launches = launches_for(spec, [x, w, bias], [y], params, ctx)
     cupy.cuda.runtime.deviceSynchronize()  # the poison fill ran on the null stream
 
     def call(s: Any) -> None:
@@ -155,8 +156,9 @@ def small_products(ctx: Any, stream: Any) -> list[tuple[str, str, dict[str, Any]
     """Every variant of each small-config product, graph-timed, with its error."""
     import cupy
 
-    from aicfc.runtime import cuda_launch, registry
-    from aicfc.runtime.autotune import time_launches
+    from aicfc.runtime import registry
+    from aicfc.runtime.cuda.autotune import time_launches
+    from aicfc.runtime.cuda.launch import launches_for
     from aicfc.runtime.selector import DEFAULT_CAPABILITY, Problem, refusal, select
 
     rows: list[tuple[str, str, dict[str, Any]]] = []
@@ -193,7 +195,7 @@ def small_products(ctx: Any, stream: Any) -> list[tuple[str, str, dict[str, Any]
                 continue
             try:
                 y = cupy.full((m, n), np.nan, dtype=np.float32)
-                launches = cuda_launch.launches_for(spec, ins, [y], params, ctx)
+                launches = launches_for(spec, ins, [y], params, ctx)
                 cupy.cuda.runtime.deviceSynchronize()
                 t = time_launches(launches, stream, 50)
                 stream.synchronize()
@@ -241,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = parse_sizes(args.sizes) if args.sizes else DEFAULT_SIZES
     import cupy
 
-    from aicfc.runtime.cuda_launch import DeviceContext
+    from aicfc.runtime.cuda.context import DeviceContext
 
     ctx = DeviceContext()
     stream = cupy.cuda.Stream(non_blocking=True)

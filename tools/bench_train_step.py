@@ -16,7 +16,7 @@ Frameworks, one process, one GPU, the same data:
                     independent launches are parallel branches (runtime/schedule.py)
     aicfc-chain     the same graph captured from one stream: a chain in program
                     order (CupyBackend(graph_streams=1), the graph of session 2)
-    aicfc-tuned     the same after runtime/autotune.py timed every GEMM candidate of
+    aicfc-tuned     the same after runtime/cuda/autotune.py timed every GEMM candidate of
                     the step and the program was compiled with that cache
     aicfc-eager     the same program launched kernel by kernel (CupyBackend(graph=False))
     torch-eager     torch.nn + F.cross_entropy + torch.optim.Adam(fused=True)
@@ -173,7 +173,7 @@ def aicfc_program(
 ) -> Any:
     from aicfc import nn, optim
     from aicfc.program import Program
-    from aicfc.runtime.cupy_backend import CupyBackend
+    from aicfc.runtime.cuda.backend import CupyBackend
 
     layers: list[Any] = []
     for i, (w, b) in enumerate(init_weights(widths)):
@@ -231,10 +231,10 @@ def bench_aicfc(
 
 
 def bench_aicfc_tuned(config: str, tf32: bool) -> dict[str, Any]:
-    """Tune the step's GEMMs (runtime/autotune.py), then measure a program compiled with it."""
+    """Tune the step's GEMMs (runtime/cuda/autotune.py), then measure a program compiled with it."""
     import tempfile
 
-    from aicfc.runtime import autotune
+    from aicfc.runtime.cuda import autotune
 
     batch, widths = CONFIGS[config]
     x, y = make_data(batch, widths)
@@ -278,7 +278,7 @@ def profile_aicfc(
     """
     import cupy
 
-    from aicfc.runtime.capture import copy_on_device
+    from aicfc.runtime.cuda.capture import copy_on_device
     from aicfc.runtime.schedule import longest_chain
 
     batch, widths = CONFIGS[config]

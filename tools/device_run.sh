@@ -30,7 +30,7 @@ for stage in "$@"; do
         nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv
         nvcc --version | tail -1
         python3 -c "import cupy, sys; print('cupy', cupy.__version__, cupy.cuda.is_available(), sys.version.split()[0])"
-        python3 -c "from aicfc.runtime import cublaslt; print('nvmath:', cublaslt.available() or 'ok')"
+        python3 -c "from aicfc.runtime.cuda import cublaslt; print('nvmath:', cublaslt.available() or 'ok')"
         ;;
     tests)
         timeout "${TESTS_TIMEOUT:-540}" python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" \

@@ -6,9 +6,10 @@ the `GraphOp` base class); it imports the pattern modules only when the pass
 first asks, so `dialects/graph/` stays declarative and never imports
 rewriting code, and importing the dialect never imports the runtime.
 
-The patterns (seed 002 §4), in `graph.py` next to this file (constant folding
-needs the NumPy reference, which a dialect may not import: it is the pass
-`aicfc-fold-constants`, run after `canonicalize` in the train pipeline):
+The patterns (docs/design.md#value-preserving-rewrites), in `graph.py` next to
+this file (constant folding needs the NumPy reference, which a dialect may not
+import: it is the pass `aicfc-fold-constants`, run after `canonicalize` in the
+train pipeline):
 
     transpose(transpose(x, p), q)        -> x                  if p[q[i]] == i
                                           -> transpose(x, p∘q)  otherwise

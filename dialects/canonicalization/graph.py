@@ -1,14 +1,23 @@
-"""Canonicalization patterns of graph ops (seed 002 §4: remove what does nothing).
+"""Canonicalization patterns of graph ops: remove what does nothing.
+
+Why every rewrite is exact: docs/design.md#value-preserving-rewrites.
+
 
 Each pattern is rooted at one op class and says its rewrite in math form. They
 run under xDSL's `canonicalize` (with its DCE), so an op made dead by a rewrite
 disappears. Every rewrite keeps the value exactly (layout moves, identities);
 constant folding is the pass aicfc-fold-constants. `patterns_for(cls)` is the
 table the `GraphCanonicalization` trait reads.
+
+Each pattern's `match(op)` is its whole match condition, apart from the
+rewrite: `match_and_rewrite` rewrites exactly when it returns ops, and the
+operator report (passes/analysis/) calls it to list what canonicalize would
+change, so the two never disagree.
 """
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from functools import cache
 
 from xdsl.dialects.builtin import TensorType
@@ -28,18 +37,33 @@ from aicfc.dialects.graph import (
 )
 from aicfc.dialects.tensors import is_float, shape_of
 
+
+class GraphRewrite(RewritePattern):
+    """A canonicalization pattern whose match condition is a method of its own."""
+
+    @abstractmethod
+    def match(self, op: Operation) -> tuple[Operation, ...] | None:
+        """The ops this pattern rewrites when rooted at `op` (`op` last), or None."""
+
+
 # --- layout ------------------------------------------------------------------
 
 
-class TransposeOfTranspose(RewritePattern):
+class TransposeOfTranspose(GraphRewrite):
     """transpose(transpose(x, p), q) -> x if p[q[i]] == i for all i, else transpose(x, r),
     r[i] = p[q[i]] (result dim i of the pair is input dim p[q[i]])."""
 
+    def match(self, op: Operation) -> tuple[Operation, ...] | None:
+        if isinstance(op, TransposeOp) and isinstance(inner := op.input.owner, TransposeOp):
+            return (inner, op)
+        return None
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: TransposeOp, rewriter: PatternRewriter, /) -> None:
-        inner = op.input.owner
-        if not isinstance(inner, TransposeOp):
+        if self.match(op) is None:
             return
+        inner = op.input.owner
+        assert isinstance(inner, TransposeOp)
         p, q = inner.permutation, op.permutation
         composed = [p[i] for i in q]
         if composed == list(range(len(composed))):
@@ -50,23 +74,32 @@ class TransposeOfTranspose(RewritePattern):
         rewriter.replace(op, new)
 
 
-class RemoveIdentity(RewritePattern):
+class RemoveIdentity(GraphRewrite):
     """op(x) -> x for an op that returns its operand unchanged (AicfcOp.is_identity:
     reshape or broadcast_to to the same type, transpose by the identity permutation)."""
 
+    def match(self, op: Operation) -> tuple[Operation, ...] | None:
+        return (op,) if isinstance(op, AicfcOp) and op.is_identity() else None
+
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter, /) -> None:
-        if isinstance(op, AicfcOp) and op.is_identity():
+        if self.match(op) is not None:
             rewriter.replace(op, [], [op.operands[0]])
 
 
-class ReshapeOfReshape(RewritePattern):
+class ReshapeOfReshape(GraphRewrite):
     """reshape(reshape(x) : A -> B) : B -> C  ->  reshape(x) : A -> C (row-major order is kept)."""
+
+    def match(self, op: Operation) -> tuple[Operation, ...] | None:
+        if isinstance(op, ReshapeOp) and isinstance(inner := op.input.owner, ReshapeOp):
+            return (inner, op)
+        return None
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: ReshapeOp, rewriter: PatternRewriter, /) -> None:
-        inner = op.input.owner
-        if not isinstance(inner, ReshapeOp):
+        if self.match(op) is None:
             return
+        inner = op.input.owner
+        assert isinstance(inner, ReshapeOp)
         if inner.input.type == op.result.type:
             rewriter.replace(op, [], [inner.input])
             return
@@ -90,39 +123,54 @@ def _broadcast_bias(v: SSAValue, out_shape: tuple[int, ...]) -> SSAValue | None:
     return b
 
 
-class AddOfBroadcastToBiasAdd(RewritePattern):
+class AddOfBroadcastToBiasAdd(GraphRewrite):
     """add(a, broadcast_to(b : [C] -> [..., C])) -> bias_add(a, b), and the same with the
     operands swapped (add is commutative). bias_add is what aicfc-fuse folds into a
     gemm_epilogue, and it never materialises the broadcast."""
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: AddOp, rewriter: PatternRewriter, /) -> None:
+    def match(self, op: Operation) -> tuple[Operation, ...] | None:
+        """(broadcast_to, add), the rhs tried first as the broadcast bias."""
+        if not isinstance(op, AddOp):
+            return None
         t = op.result.type
         if not isinstance(t, TensorType) or not is_float(t.element_type):
-            return
+            return None
         out_shape = tuple(t.get_shape())
-        for x, other in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
-            b = _broadcast_bias(other, out_shape)
-            if b is not None:
-                new = BiasAddOp(x, b)
-                copy_location(op, new)
-                rewriter.replace(op, new)
-                return
+        for other in (op.rhs, op.lhs):
+            if _broadcast_bias(other, out_shape) is not None:
+                assert isinstance(other.owner, Operation)
+                return (other.owner, op)
+        return None
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: AddOp, rewriter: PatternRewriter, /) -> None:
+        matched = self.match(op)
+        if matched is None:
+            return
+        broadcast = matched[0].results[0]
+        x = op.lhs if broadcast is op.rhs else op.rhs
+        new = BiasAddOp(x, matched[0].operands[0])
+        copy_location(op, new)
+        rewriter.replace(op, new)
 
 
 # --- fused ops ---------------------------------------------------------------
 
 
-class DropUnusedPreAct(RewritePattern):
+class DropUnusedPreAct(GraphRewrite):
     """gemm_epilogue(...) -> (y, z) with z unused  ->  gemm_epilogue(...) -> y.
 
     aicfc-fuse keeps Z (cuBLASLt's GELU_AUX) for the backward of GELU; an
     inference graph never reads it, and writing it costs M*N stores."""
 
+    def match(self, op: Operation) -> tuple[Operation, ...] | None:
+        if isinstance(op, GemmEpilogueOp) and op.pre_act is not None and not op.pre_act.uses:
+            return (op,)
+        return None
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: GemmEpilogueOp, rewriter: PatternRewriter, /) -> None:
-        pre_act = op.pre_act
-        if pre_act is None or pre_act.uses:
+        if self.match(op) is None:
             return
         new = GemmEpilogueOp(
             op.lhs,
@@ -139,7 +187,7 @@ class DropUnusedPreAct(RewritePattern):
 
 # --- the table ---------------------------------------------------------------
 
-_BY_CLASS: dict[type[Operation], tuple[RewritePattern, ...]] = {
+_BY_CLASS: dict[type[Operation], tuple[GraphRewrite, ...]] = {
     TransposeOp: (TransposeOfTranspose(), RemoveIdentity()),
     ReshapeOp: (ReshapeOfReshape(), RemoveIdentity()),
     BroadcastToOp: (RemoveIdentity(),),
@@ -151,6 +199,6 @@ which needs the NumPy reference that a dialect may not import)."""
 
 
 @cache
-def patterns_for(op_class: type[Operation]) -> tuple[RewritePattern, ...]:
+def patterns_for(op_class: type[Operation]) -> tuple[GraphRewrite, ...]:
     """The canonicalization patterns rooted at `op_class`."""
     return _BY_CLASS.get(op_class, ())

@@ -1,7 +1,8 @@
 """The graph dialect: forward tensor ops with value semantics.
 
-Every op carries an `OpInfo` trait with its static 64-bit flag mask (seed 001
-§3.1) and the analysis methods of `AicfcOp` (seed 002 §2). Elementwise binary
+Every op carries an `OpInfo` trait with its static 64-bit flag mask
+(docs/design.md#op-flags) and the analysis methods of `AicfcOp`
+(docs/design.md#operator-analysis). Elementwise binary
 ops take operands of one type; broadcasting is explicit (`graph.broadcast_to`,
 `graph.bias_add`), as in StableHLO. Matrix ops are rank 2.
 

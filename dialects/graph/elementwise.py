@@ -42,6 +42,7 @@ class BiasAddOp(GraphOp):
     """
 
     name = "graph.bias_add"
+    DISPLAY_NAME: ClassVar[str] = "BiasAdd"
     FLOPS_PER_ELEMENT: ClassVar[int] = 1
     input = operand_def(TensorType)
     bias = operand_def(TensorType)
@@ -83,6 +84,7 @@ class AddOp(BinaryElementwiseOp):
     """
 
     name = "graph.add"
+    DISPLAY_NAME: ClassVar[str] = "Add"
     traits = traits_def(Pure(), OpInfo(F.IS_ELEMENTWISE | F.IS_LINEAR, OUT0_IN0))
 
 
@@ -96,6 +98,7 @@ class SubOp(BinaryElementwiseOp):
     """
 
     name = "graph.sub"
+    DISPLAY_NAME: ClassVar[str] = "Sub"
     traits = traits_def(Pure(), OpInfo(F.IS_ELEMENTWISE | F.IS_LINEAR, OUT0_IN0))
 
 
@@ -109,12 +112,13 @@ class MulOp(BinaryElementwiseOp):
     """
 
     name = "graph.mul"
+    DISPLAY_NAME: ClassVar[str] = "Mul"
     traits = traits_def(Pure(), OpInfo(F.IS_ELEMENTWISE, OUT0_IN0))
 
 
 @irdl_op_definition
 class ReluOp(UnaryElementwiseOp):
-    """y = max(x, 0). Collapses the negative half-line to 0 (seed 002 §5).
+    """y = max(x, 0). Collapses the negative half-line to 0 (docs/design.md#operator-analysis).
 
     ```mlir
     %y = graph.relu %x : tensor<8x16xf32>
@@ -122,6 +126,7 @@ class ReluOp(UnaryElementwiseOp):
     """
 
     name = "graph.relu"
+    DISPLAY_NAME: ClassVar[str] = "ReLU"
     FLOPS_PER_ELEMENT: ClassVar[int] = 1
     traits = traits_def(
         Pure(), OpInfo(F.IS_ELEMENTWISE | F.IS_ACTIVATION | F.COLLAPSES_INFO, OUT0_IN0)
@@ -138,6 +143,7 @@ class GeluOp(UnaryElementwiseOp):
     """
 
     name = "graph.gelu"
+    DISPLAY_NAME: ClassVar[str] = "GELU"
     FLOPS_PER_ELEMENT: ClassVar[int] = 5
     traits = traits_def(Pure(), OpInfo(F.IS_ELEMENTWISE | F.IS_ACTIVATION, OUT0_IN0))
 
@@ -152,6 +158,7 @@ class TanhOp(UnaryElementwiseOp):
     """
 
     name = "graph.tanh"
+    DISPLAY_NAME: ClassVar[str] = "Tanh"
     FLOPS_PER_ELEMENT: ClassVar[int] = 1
     traits = traits_def(
         Pure(), OpInfo(F.IS_ELEMENTWISE | F.IS_ACTIVATION | F.IS_INVERTIBLE, OUT0_IN0)
@@ -173,6 +180,7 @@ class DropoutOp(GraphOp):
     """
 
     name = "graph.dropout"
+    DISPLAY_NAME: ClassVar[str] = "Dropout"
     FLOPS_PER_ELEMENT: ClassVar[int] = 2
     T: ClassVar = VarConstraint("T", base(TensorType))
     input = operand_def(T)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from xdsl.dialects.builtin import DenseArrayBase, TensorType, i64
 from xdsl.ir import SSAValue
@@ -67,6 +68,7 @@ class ReshapeOp(TargetShapeOp):
     """
 
     name = "graph.reshape"
+    DISPLAY_NAME: ClassVar[str] = "Reshape"
     traits = traits_def(
         Pure(), OpInfo(F.IS_LAYOUT | F.IS_SHAPE_ONLY | F.IS_LINEAR | F.IS_INVERTIBLE)
     )
@@ -90,6 +92,7 @@ class TransposeOp(GraphOp):
     """
 
     name = "graph.transpose"
+    DISPLAY_NAME: ClassVar[str] = "Transpose"
     input = operand_def(TensorType)
     result = result_def(TensorType)
     perm = prop_def(DenseArrayBase.constr(i64))
@@ -136,6 +139,7 @@ class BroadcastToOp(TargetShapeOp):
     """
 
     name = "graph.broadcast_to"
+    DISPLAY_NAME: ClassVar[str] = "BroadcastTo"
     traits = traits_def(Pure(), OpInfo(F.IS_LAYOUT | F.IS_LINEAR | F.IS_BROADCAST))
 
     def verify_(self) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, UnitAttr
 from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import (
@@ -45,6 +47,7 @@ class ConstantOp(GraphOp):
     """
 
     name = "graph.constant"
+    DISPLAY_NAME: ClassVar[str] = "Constant"
     value = prop_def(DenseIntOrFPElementsAttr)
     result = result_def(TensorType)
     traits = traits_def(
@@ -132,6 +135,7 @@ class MatmulOp(MatrixProductOp):
     """
 
     name = "graph.matmul"
+    DISPLAY_NAME: ClassVar[str] = "MatMul"
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
@@ -173,6 +177,7 @@ class GemmEpilogueOp(MatrixProductOp):
     """
 
     name = "graph.gemm_epilogue"
+    DISPLAY_NAME: ClassVar[str] = "GemmEpilogue"
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     bias = opt_operand_def(TensorType)

@@ -54,6 +54,7 @@ class SoftmaxOp(GraphOp):
     """
 
     name = "graph.softmax"
+    DISPLAY_NAME: ClassVar[str] = "Softmax"
     FLOPS_PER_ELEMENT: ClassVar[int] = 4
     T: ClassVar = VarConstraint("T", base(TensorType))
     input = operand_def(T)
@@ -83,6 +84,7 @@ class ReduceSumOp(GraphOp):
     """
 
     name = "graph.reduce_sum"
+    DISPLAY_NAME: ClassVar[str] = "ReduceSum"
     input = operand_def(TensorType)
     result = result_def(TensorType)
     axes = prop_def(DenseArrayBase.constr(i64))
@@ -137,6 +139,7 @@ class CrossEntropyOp(GraphOp):
     """
 
     name = "graph.cross_entropy"
+    DISPLAY_NAME: ClassVar[str] = "CrossEntropy"
     FLOPS_PER_ELEMENT: ClassVar[int] = 0
     logits = operand_def(TensorType)
     labels = operand_def(TensorType)
@@ -185,6 +188,7 @@ class MseLossOp(GraphOp):
     """
 
     name = "graph.mse_loss"
+    DISPLAY_NAME: ClassVar[str] = "MSELoss"
     T: ClassVar = VarConstraint("T", base(TensorType))
     pred = operand_def(T)
     target = operand_def(T)

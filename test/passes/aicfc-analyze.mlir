@@ -3,7 +3,7 @@
 // RUN: aicfc-opt %s -p 'aicfc-expand-backward,aicfc-analyze{function=train_step}' | filecheck %s --check-prefix=GRAD
 // RUN: not aicfc-opt %s -p 'aicfc-analyze{function=nope}' 2>&1 | filecheck %s --check-prefix=ERR
 
-// Seed 002 §7: Input[1, 10] -> Linear(10, 20) -> ReLU -> Linear(20, 5).
+// Input[1, 10] -> Linear(10, 20) -> ReLU -> Linear(20, 5) (docs/design.md#operator-analysis).
 // CHECK-LABEL: Operator report of @predict
 // CHECK:       Node 0: Linear(in_features=10, out_features=20, bias=True)
 // CHECK-NEXT:    Ops: graph.matmul, graph.bias_add

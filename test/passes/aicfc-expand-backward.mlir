@@ -19,8 +19,8 @@ func.func @linear(%x: tensor<8x4xf32>, %w: tensor<16x4xf32>, %b: tensor<16xf32>,
   func.return %g#0, %g#1 : tensor<16x4xf32>, tensor<16xf32>
 }
 
-// gemm_epilogue relu is the composite of its parts (seed 001 §5.1). Every line is
-// pinned: the transposes stay flags of the products, no graph.transpose appears.
+// gemm_epilogue relu is the composite of its parts (docs/design.md#composite-backward).
+// Every line is pinned: the transposes stay flags of the products, no graph.transpose appears.
 // CHECK-LABEL: func.func @gemm_epilogue_relu(
 // CHECK-NEXT:    %[[Y:.*]] = graph.gemm_epilogue %x, %w bias %b act = relu transpose_b
 // CHECK-NEXT:    %[[P:.*]] = graph.mul %[[Y]], %r

@@ -99,9 +99,9 @@ func.func @swap_states(%a: tensor<2xf32> {aicfc.role = "state", aicfc.name = "a"
 
 // -----
 
-// NumPy has no bfloat16: the op is refused with its dtype and backend named.
+// NumPy has no bfloat16: the op is refused with its dtype and kernel family named.
 
-// CHECK: aicfc-lower-exec.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'graph.relu' has no kernel for dtype bf16 on backend numpy (numpy.relu: dtype bf16 not in f16, f32, f64)
+// CHECK: aicfc-lower-exec.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'graph.relu' has no kernel for dtype bf16 in kernel family numpy (numpy.relu: dtype bf16 not in f16, f32, f64)
 func.func @no_kernel_for_dtype(%x: tensor<4xbf16> {aicfc.role = "input", aicfc.name = "x"}) -> tensor<4xbf16> {
   %y = graph.relu %x : tensor<4xbf16>
   func.return %y : tensor<4xbf16>

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from aicfc.runtime import registry
-from aicfc.runtime.cuda_abi import KERNEL_ABI_VERSION
+from aicfc.runtime.cuda.abi import KERNEL_ABI_VERSION
 
 KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 SOURCES = sorted(p.name for p in KERNELS.glob("*.cu"))
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed (CUD
 
 def test_sources_exist_and_registry_names_only_them():
     assert SOURCES, f"no .cu files in {KERNELS}"
-    named = {k.source for k in registry.REGISTRY if k.backend == "cuda" and k.source}
+    named = {k.source for k in registry.REGISTRY if k.family == "cuda" and k.source}
     assert named <= set(SOURCES)
 
 
@@ -47,7 +47,7 @@ def test_compiles_for_sm90_and_defines_its_registered_symbols(source, tmp_path):
     assert done.returncode == 0, f"ptxas failed on {source}:\n{done.stderr}"
     text = ptx.read_text()
     entries = set(re.findall(r"\.entry\s+(\w+)\s*\(", text))
-    wanted = {k.symbol for k in registry.REGISTRY if k.backend == "cuda" and k.source == source}
+    wanted = {k.symbol for k in registry.REGISTRY if k.family == "cuda" and k.source == source}
     assert wanted <= entries, f"{source} lacks {sorted(wanted - entries)}"
     version = re.search(r"\.const\s+\.align\s+4\s+\.u32\s+aicfc_abi_version\s*=\s*(\d+)", text)
     assert version is not None, f"{source} does not export aicfc_abi_version"

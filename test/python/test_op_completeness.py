@@ -2,7 +2,8 @@
 
 For each op class of the graph and autodiff dialects:
 
-- metadata: an `OpInfo` trait (dialects/flags.py) with its static flag mask;
+- metadata: an `OpInfo` trait (dialects/flags.py) with its static flag mask,
+  and for a graph op its operator-report name (`DISPLAY_NAME` on the class);
 - meaning: a NumPy reference in `runtime/reference.py` `REFERENCE[op name]`
   whose positional parameters are the op's operands and whose keyword-only
   parameters include every property (the `kernel_params()` the interpreter
@@ -74,7 +75,7 @@ DESIGN_OPS = [
     "autodiff.adam_step",
     "autodiff.sgd_step",
 ]
-"""The ops that DESIGN.md §2 names (names are contracts)."""
+"""The ops the design names (docs/architecture.md §2: names are contracts)."""
 
 
 def test_dialects_define_the_design_ops() -> None:
@@ -89,6 +90,22 @@ def test_op_has_flag_mask(d: str, op: type[Operation]) -> None:
     assert isinstance(info, OpInfo)
     assert isinstance(info.flags, OpFlag), f"{op.name}: OpInfo.flags is not an OpFlag mask"
     assert info.flags != OpFlag.NONE, f"{op.name}: its static flag mask is empty"
+
+
+GRAPH_OPS = [(d, op) for d, op in OPS if d == "graph"]
+
+
+@pytest.mark.parametrize(("d", "op"), GRAPH_OPS, ids=[op.name for _, op in GRAPH_OPS])
+def test_graph_op_has_a_display_name(d: str, op: type[Operation]) -> None:
+    name = getattr(op, "DISPLAY_NAME", "")
+    assert isinstance(name, str) and name, (
+        f"{op.name} has no DISPLAY_NAME: the operator report would print '{op.name}'; set "
+        '`DISPLAY_NAME: ClassVar[str] = "..."` on the class (PyTorch\'s module name where '
+        "one exists)"
+    )
+    assert "DISPLAY_NAME" in vars(op), (
+        f"{op.name} inherits DISPLAY_NAME {name!r} instead of setting its own"
+    )
 
 
 @pytest.mark.parametrize(("d", "op"), OPS, ids=IDS)

@@ -1,12 +1,12 @@
-"""Packaging (DESIGN.md §1): one distribution, one import namespace, both install modes.
+"""Packaging (docs/architecture.md §0): one distribution, one import namespace, both install modes.
 
 The wheel test builds a wheel from a copy of the sources (pyproject.toml,
 README.md and the folders of `[tool.setuptools.package-dir]`, plus a probe
 `.cu` file so that the package-data rule is tested even before any kernel
 exists), installs it with its declared dependencies into a fresh virtual
 environment (pip resolves them from its index and cache, as a user's install
-would), and runs that environment's `aicfc-opt` from a folder outside the
-repository. The editable test checks the install that this test run uses.
+would), and runs that environment's `aicfc-opt` and `xdsl-opt` from a folder outside
+the repository. The editable test checks the install that this test run uses.
 """
 
 from __future__ import annotations
@@ -145,6 +145,17 @@ def test_wheel_install_runs_aicfc_opt(installed: Path, tmp_path: Path) -> None:
     )
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
     assert "aicfc-opt: error: cannot open 'missing.mlir'" in bad.stderr
+
+
+def test_wheel_install_lets_xdsl_opt_run_our_passes(installed: Path, tmp_path: Path) -> None:
+    """The wheel's `xdsl.universe` entry point: plain xdsl-opt of the same environment
+    parses our dialects and runs aicfc-fuse, printing what aicfc-opt prints."""
+    (tmp_path / "f.mlir").write_text(MLIR)
+    cmd = ["f.mlir", "-p", "aicfc-fuse"]
+    plain = run([str(installed / "xdsl-opt"), *cmd], cwd=tmp_path).stdout
+    ours = run([str(installed / "aicfc-opt"), *cmd], cwd=tmp_path).stdout
+    assert FUSED in plain, f"xdsl-opt -p aicfc-fuse from the wheel printed:\n{plain}"
+    assert plain == ours
 
 
 def test_wheel_install_layout(installed: Path, tmp_path: Path) -> None:

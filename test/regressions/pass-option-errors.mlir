@@ -6,7 +6,7 @@
 
 // ALIGN: aicfc-opt: error: bad pass options in 'aicfc-plan-memory{alignment=48}': aicfc-plan-memory: alignment must be a power of two, got 48
 // ALIGN-NOT: Traceback
-// BACKEND: aicfc-opt: error: bad pass options in 'aicfc-lower-exec{backend=tpu}': aicfc-lower-exec: backend must be one of numpy, cuda, got "tpu"
+// BACKEND: aicfc-opt: error: bad pass options in 'aicfc-lower-exec{backend=tpu}': aicfc-lower-exec: unknown backend 'tpu'; expected one of numpy, cupy, cuda (cuda, the kernel family of cupy, selects cupy)
 // BACKEND-NOT: Traceback
 func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
   func.return %x : tensor<4xf32>

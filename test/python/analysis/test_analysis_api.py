@@ -12,13 +12,13 @@ from aicfc.analysis import analyze_module
 from aicfc.builder import build_predict
 
 
-def seed_network() -> nn.Sequential:
+def mlp_10_20_5() -> nn.Sequential:
     aicfc.manual_seed(0)
     return nn.Sequential(nn.Linear(10, 20), nn.ReLU(), nn.Linear(20, 5))
 
 
 def test_aicfc_analyze_is_the_report_of_predict():
-    model = seed_network()
+    model = mlp_10_20_5()
     report = aicfc.analyze(model, input_shape=(1, 10))
     assert str(report) == str(analyze_module(ModuleOp([build_predict(model, (1, 10))])))
     f = report.function("predict")
@@ -28,11 +28,11 @@ def test_aicfc_analyze_is_the_report_of_predict():
 
 def test_analyze_needs_a_shape():
     with pytest.raises(ValueError, match="input_shape"):
-        aicfc.analyze(seed_network())
+        aicfc.analyze(mlp_10_20_5())
 
 
 def test_program_report_static_and_measured_with_trained_params():
-    model = seed_network()
+    model = mlp_10_20_5()
     prog = aicfc.compile(model, optimizer=optim.Adam(lr=1e-2), backend="numpy")
     # The report is of @predict as compiled: the pipeline already fused each layer.
     static = prog.report().function("predict")
@@ -56,15 +56,15 @@ def test_program_report_static_and_measured_with_trained_params():
 
 
 def test_program_report_rejects_a_bad_batch():
-    prog = aicfc.compile(seed_network(), optimizer=optim.Adam(lr=1e-3), backend="numpy")
+    prog = aicfc.compile(mlp_10_20_5(), optimizer=optim.Adam(lr=1e-3), backend="numpy")
     with pytest.raises(aicfc.InputError, match='input "x"'):
         prog.report(np.zeros((4, 10), dtype=np.float64))
 
 
 def test_program_report_does_not_suggest_what_the_pipeline_does():
     """Regression: prog.report() suggested "fuse ... (aicfc-fuse)" although compile fuses."""
-    prog = aicfc.compile(seed_network(), optimizer=optim.Adam(lr=1e-3), backend="numpy")
-    unfused = aicfc.analyze(seed_network(), input_shape=(1, 10))
+    prog = aicfc.compile(mlp_10_20_5(), optimizer=optim.Adam(lr=1e-3), backend="numpy")
+    unfused = aicfc.analyze(mlp_10_20_5(), input_shape=(1, 10))
     assert any(c.action.startswith("fuse") for c in unfused.function("predict").candidates)
     assert not any(
         c.action.startswith("fuse") for c in prog.report().function("predict").candidates
@@ -73,7 +73,7 @@ def test_program_report_does_not_suggest_what_the_pipeline_does():
 
 def test_analyze_of_a_program_measures_the_trained_weights():
     """aicfc.analyze(model) keeps measuring the model's initial weights; the Program's own."""
-    model = seed_network()
+    model = mlp_10_20_5()
     prog = aicfc.compile(model, optimizer=optim.Adam(lr=5e-2), backend="numpy")
     rng = np.random.default_rng(1)
     x = rng.standard_normal((64, 10)).astype(np.float32)
@@ -90,7 +90,7 @@ def test_analyze_of_a_program_measures_the_trained_weights():
 
 
 def test_analyze_raises_its_documented_errors():
-    model = seed_network()
+    model = mlp_10_20_5()
     with pytest.raises(nn.ShapeError, match=r"takes \[N, 10\] inputs, got \[8, 21\]"):
         aicfc.analyze(model, input_shape=(8, 21))
     with pytest.raises(aicfc.InputError, match="expected dtype float32, got float64"):

@@ -9,7 +9,7 @@ import pytest
 import aicfc
 from aicfc import nn, optim
 from aicfc.program import InputError
-from aicfc.runtime.numpy_backend import NumpyBackend
+from aicfc.runtime.numpy.backend import NumpyBackend
 
 
 class FakeDeviceArray:

@@ -1,4 +1,4 @@
-"""Numerical stability of softmax cross-entropy (the NaN seed 001 §6 reports at lr=1e-2).
+"""Numerical stability of softmax cross-entropy (docs/design.md#stable-loss-numerics).
 
 In float32, exp(z) is inf for z > 88.72, and exp(z) is 0 for z < -103.97. A
 naive softmax exp(z)/sum(exp(z)) then yields inf/inf = NaN, and a naive
@@ -86,7 +86,7 @@ def standardised_digits():
 
 
 def test_digits_mlp_at_lr_1e2_stays_finite(standardised_digits):
-    """The seed-001 setting: Adam lr=1e-2. With seed 5 a logit passes 88.72 in epoch 11 (a
+    """Where a predecessor saw NaN: Adam lr=1e-2. With seed 5 a logit passes 88.72 in epoch 11 (a
     naive float32 softmax overflows there, and its NaN gradient poisons every parameter);
     loss and every parameter must stay finite."""
     x, y = standardised_digits

@@ -261,7 +261,8 @@ def test_compile_argument_errors():
 
 
 def test_cupy_backend_without_gpu_is_a_clear_error():
-    from aicfc.runtime.backend import BackendUnavailable, get_backend
+    from aicfc.backends import get_backend
+    from aicfc.runtime.errors import BackendUnavailable
 
     try:
         get_backend("cupy")

@@ -7,9 +7,10 @@ import pytest
 
 import aicfc
 from aicfc import nn, optim
+from aicfc.backends import get_backend
 from aicfc.program import Program
-from aicfc.runtime.backend import InputError, get_backend
-from aicfc.runtime.numpy_backend import NumpyBackend
+from aicfc.runtime.errors import InputError
+from aicfc.runtime.numpy.backend import NumpyBackend
 
 
 class DeviceLike:

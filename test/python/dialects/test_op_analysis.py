@@ -1,4 +1,5 @@
-"""Per-op analysis of the graph dialect (seed 002 §2): properties, FLOPs, bytes, params.
+"""Per-op analysis of the graph dialect (docs/design.md#operator-analysis): properties,
+FLOPs, bytes, params; and the two halves of the flag mask (docs/design.md#op-flags).
 
 Expected values are written by hand from the op's math, not computed by the
 code under test.
@@ -6,8 +7,10 @@ code under test.
 
 from __future__ import annotations
 
+from aicfc.dialects.autodiff import Autodiff
 from aicfc.dialects.base import AicfcOp
-from aicfc.dialects.flags import OpFlag, derived_flags
+from aicfc.dialects.flags import STATIC_MASK, OpFlag, derived_flags, static_flags
+from aicfc.dialects.graph import Graph
 from aicfc.ir import parse_module
 
 LINEAR_RELU = """
@@ -41,7 +44,7 @@ def ops() -> dict[str, AicfcOp]:
     return found
 
 
-def test_semantic_properties_follow_seed_002() -> None:
+def test_semantic_properties_of_each_op() -> None:
     o = ops()
     assert o["mm"].semantic_properties() == ["linear", "trainable"]
     assert o["z"].semantic_properties() == ["affine", "trainable"]
@@ -75,3 +78,29 @@ def test_derived_flags() -> None:
     assert mm & OpFlag.DTYPE_F32 and mm & OpFlag.LAYOUT_CONTIG and mm & OpFlag.SAFE_NODE
     assert mm & OpFlag.SINGLE_USE  # %mm feeds only the bias_add
     assert not derived_flags(o["y"]) & OpFlag.SINGLE_USE  # tanh and return read %y
+
+
+DERIVED = {
+    "DTYPE_F32",
+    "DTYPE_F16",
+    "DTYPE_BF16",
+    "DTYPE_F64",
+    "LAYOUT_CONTIG",
+    "SINGLE_USE",
+    "SAFE_NODE",
+}
+"""The derived flags, written out by hand."""
+
+
+def test_static_and_derived_flags_keep_their_halves() -> None:
+    """Static bits are 0-31 and derived bits 32-63: an op class never sets a derived bit,
+    derived_flags never sets a static one, and everything fits in 64 bits."""
+    assert STATIC_MASK == 0xFFFF_FFFF
+    for flag in OpFlag:
+        if flag.value:
+            assert flag.value < 1 << 64, flag.name
+            assert bool(flag.value & ~STATIC_MASK) == (flag.name in DERIVED), flag.name
+    for op in (*Graph.operations, *Autodiff.operations):
+        assert not static_flags(op) & ~STATIC_MASK, op.name
+    for name, op in ops().items():
+        assert not derived_flags(op) & STATIC_MASK, name

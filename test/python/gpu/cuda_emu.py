@@ -5,11 +5,12 @@
     fn((grid), (block), args)              # the call signature of a cupy.RawKernel
 
 `EmuArray` wraps a NumPy array so that it looks like a CuPy array to
-runtime/cuda_launch.py (shape, dtype, nbytes, data.ptr); `EmuContext` is the
+runtime/cuda/launchers/ (shape, dtype, nbytes, data.ptr); `EmuContext` is the
 LoadContext that launchers ask for workspaces and tables. A test replaces
-`cuda_abi.get_function` by `lambda spec: EmuFunction(build(spec.source), spec.symbol)`
-and runs each `KernelLaunch` with `run(launch)`: the launcher's grid, block and
-ABI-converted scalars reach the emulated kernel exactly as they would reach the GPU.
+`get_function` of aicfc.runtime.cuda.abi by
+`lambda spec: EmuFunction(build(spec.source), spec.symbol)` and runs each
+`KernelLaunch` with `run(launch)`: the launcher's grid, block and ABI-converted
+scalars reach the emulated kernel exactly as they would reach the GPU.
 
 For checking index math and arithmetic of small cases without a GPU; not timing.
 """
@@ -189,7 +190,7 @@ class EmuArray:
 
 
 class EmuContext:
-    """The LoadContext of runtime/cuda_launch.py over host memory."""
+    """The LoadContext of runtime/cuda/launchers/common.py over host memory."""
 
     sm_count = 132
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aicfc.runtime.cupy_backend import CupyBackend
+from aicfc.runtime.cuda.backend import CupyBackend
 
 REASON = CupyBackend.unavailable_reason()
 

@@ -1,4 +1,4 @@
-"""The CUDA launch ABI without a GPU: scalar conversion, launcher tables, grouping,
+"""The CUDA launch ABI without a GPU: scalar conversion, the launchers, grouping,
 and the errors a missing GPU or a broken kernel source gives.
 
 These run everywhere (no device, no CuPy): `cuda_abi.get_function` is replaced
@@ -10,6 +10,8 @@ compile errors are checked with a stand-in `cupy` module whose NVRTC fails.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import re
 import sys
 import types
@@ -19,10 +21,20 @@ from typing import Any
 import numpy as np
 import pytest
 
-from aicfc.runtime import cuda_abi, cuda_launch, registry
-from aicfc.runtime.backend import BackendUnavailable
-from aicfc.runtime.cuda_abi import CudaKernelError, pack_scalars, to_c_scalar
-from aicfc.runtime.cupy_backend import CupyBackend
+from aicfc.runtime import registry
+from aicfc.runtime.cuda import abi as cuda_abi
+from aicfc.runtime.cuda.abi import CudaKernelError, pack_scalars, to_c_scalar
+from aicfc.runtime.cuda.backend import CupyBackend
+from aicfc.runtime.cuda.launch import group_steps, launcher_of, launches_for
+from aicfc.runtime.cuda.launchers.elementwise import (
+    broadcast_strides,
+    permute_table,
+    transpose_strides,
+)
+from aicfc.runtime.cuda.launchers.gemm import gemm_mnk
+from aicfc.runtime.cuda.launchers.optim import launch_adam_group
+from aicfc.runtime.cuda.launchers.reduce import reduce_view
+from aicfc.runtime.errors import BackendUnavailable
 
 
 @pytest.fixture(autouse=True)
@@ -179,13 +191,13 @@ def case(spec: registry.KernelSpec) -> tuple[list[Any], list[Any], dict[str, Any
     return ins, outs, params
 
 
-OWN_SOURCE = [k for k in registry.REGISTRY if k.backend == "cuda" and "library" not in k.flags]
+OWN_SOURCE = [k for k in registry.REGISTRY if k.family == "cuda" and "library" not in k.flags]
 
 
 @pytest.mark.parametrize("spec", OWN_SOURCE, ids=lambda k: k.name)
 def test_each_launcher_gives_buffers_then_exactly_its_abi_scalars(spec):
     ins, outs, params = case(spec)
-    launches = cuda_launch.launches_for(spec, ins, outs, params, FakeCtx())
+    launches = launches_for(spec, ins, outs, params, FakeCtx())
     assert len(launches) == 1
     la = launches[0]
     assert isinstance(la, cuda_abi.KernelLaunch) and la.function == f"<{spec.symbol}>"
@@ -197,9 +209,73 @@ def test_each_launcher_gives_buffers_then_exactly_its_abi_scalars(spec):
     assert all(g >= 1 for g in la.grid) and np.prod(la.block) <= 1024
 
 
+CUDA_KERNELS = [k for k in registry.REGISTRY if k.family == "cuda"]
+
+
+@pytest.mark.parametrize("spec", CUDA_KERNELS, ids=lambda k: k.name)
+def test_every_cuda_kernel_names_a_launcher_of_its_family(spec):
+    module, _, function = (spec.launcher or "").partition(":")
+    family = spec.source.removesuffix(".cu") if spec.source else "cublaslt"
+    assert module == family, f"{spec.name}: launcher {spec.launcher} is not in {family}.py"
+    module_of_family = importlib.import_module(f"aicfc.runtime.cuda.launchers.{family}")
+    assert launcher_of(spec) is getattr(module_of_family, function)
+
+
+def test_a_launcher_that_does_not_resolve_is_named():
+    spec = registry.get("cuda.relu_f32")
+    for reference, message in [
+        ("nope:launch", "no module runtime/cuda/launchers/nope.py"),
+        ("elementwise:launch_nope", "elementwise.py has no function 'launch_nope'"),
+    ]:
+        bad = dataclasses.replace(
+            spec, source=None, flags=frozenset({"library"}), launcher=reference
+        )
+        with pytest.raises(CudaKernelError, match=rf'kernel "cuda.relu_f32": launcher .*{message}'):
+            launches_for(bad, [f(8)], [f(8)], {}, FakeCtx())
+
+
+class FakeCublasLt:
+    """Records what the cuBLASLt launcher plans (a handle needs a GPU)."""
+
+    def __init__(self) -> None:
+        self.plans: list[tuple[str, Any, str, bool]] = []
+
+    def plan(self, name: str, g: Any, d: Any, act: str, tf32: bool) -> Any:
+        self.plans.append((name, d, act, tf32))
+        return cuda_abi.CallbackLaunch(name=name, shapes="", issue=lambda stream: None)
+
+
+class CublasLtCtx(FakeCtx):
+    def __init__(self) -> None:
+        self.lt = FakeCublasLt()
+
+    def cublaslt(self) -> Any:
+        return self.lt
+
+
+def test_cublaslt_entries_fuse_the_epilogue_or_keep_z_then_run_our_activation():
+    spec = registry.get("cuda.gemm_epilogue_cublaslt_tf32")
+    x, w, b, y, z = f(8, 4), f(4, 6), f(6), f(8, 6), f(8, 6)
+    ctx = CublasLtCtx()
+    (only,) = launches_for(spec, [x, w, b], [y], {"act": "relu"}, ctx)
+    assert only.name == spec.name and ctx.lt.plans == [(spec.name, y, "relu", True)]
+    ctx = CublasLtCtx()
+    first, then = launches_for(spec, [x, w, b], [y, z], {"act": "relu"}, ctx)
+    assert first.name == spec.name
+    assert ctx.lt.plans == [(spec.name, z, "none", True)]  # GEMM + bias into Z
+    assert isinstance(then, cuda_abi.KernelLaunch) and then.name == "cuda.relu_f32"
+    assert then.args[:2] == (z, y)
+    ctx = CublasLtCtx()
+    strict = registry.get("cuda.gemm_epilogue_cublaslt_f32")
+    _, copy = launches_for(strict, [x, w], [y, z], {}, ctx)
+    assert ctx.lt.plans[0][2:] == ("none", False) and copy.name == "cuda.copy"
+    with pytest.raises(CudaKernelError, match="cuBLASLt runs act none or relu, not gelu"):
+        launches_for(spec, [x, w, b], [y], {"act": "gelu"}, CublasLtCtx())
+
+
 def test_gemm_scalars_and_grid():
     spec = registry.get("cuda.gemm_epilogue_f32_s64_nt")
-    la = cuda_launch.launch_gemm(
+    la = launches_for(
         spec,
         [f(130, 40), f(70, 40), f(70)],
         [f(130, 70)],
@@ -296,7 +372,7 @@ BAD_BUFFERS: dict[str, tuple[list[Any], list[Any], dict[str, Any], str]] = {
 def test_buffers_that_do_not_fit_the_kernel_are_refused_naming_it(kernel):
     ins, outs, params, message = BAD_BUFFERS[kernel]
     with pytest.raises(CudaKernelError, match=re.escape(f'kernel "{kernel}": ') + message):
-        cuda_launch.launches_for(registry.get(kernel), ins, outs, params, FakeCtx())
+        launches_for(registry.get(kernel), ins, outs, params, FakeCtx())
 
 
 def test_a_buffer_count_the_kernel_does_not_take_is_refused_naming_it():
@@ -306,45 +382,43 @@ def test_a_buffer_count_the_kernel_does_not_take_is_refused_naming_it():
         match=r'kernel "cuda.cross_entropy_grad_f32_i32" cannot run on inputs '
         r"\(float32\[8, 10\], int32\[8\]\) and outputs \(float32\[8, 10\]\)",
     ):
-        cuda_launch.launches_for(spec, [f(8, 10), i(8)], [f(8, 10)], {}, FakeCtx())
+        launches_for(spec, [f(8, 10), i(8)], [f(8, 10)], {}, FakeCtx())
     adam = registry.get("cuda.adam_step_multi_tensor_f32")
     with pytest.raises(CudaKernelError, match="takes param, grad, exp_avg, exp_avg_sq and step"):
-        cuda_launch.launch_adam_group(adam, [([f(6), f(6)], [f(6)])], {"lr": 0.1}, FakeCtx())
+        launch_adam_group(adam, [([f(6), f(6)], [f(6)])], {"lr": 0.1}, FakeCtx())
 
 
 def test_gemm_operands_that_disagree_on_k_are_an_error():
     with pytest.raises(CudaKernelError, match=r"disagree on K"):
-        cuda_launch.gemm_mnk(f(8, 4), f(5, 6), False, False)
+        gemm_mnk(f(8, 4), f(5, 6), False, False)
 
 
 def test_permute_tables_for_transpose_and_broadcast():
-    t = cuda_launch.permute_table("graph.transpose", (2, 3, 4), (4, 2, 3), {"perm": (2, 0, 1)})
+    t = permute_table(transpose_strides, (2, 3, 4), (4, 2, 3), {"perm": (2, 0, 1)})
     assert t.tolist() == [4, 2, 3, 1, 12, 4]
-    b = cuda_launch.permute_table("graph.broadcast_to", (3, 1), (2, 3, 4), {})
+    b = permute_table(broadcast_strides, (3, 1), (2, 3, 4), {})
     assert b.tolist() == [2, 3, 4, 0, 1, 0]
 
 
 def test_reduce_view():
-    assert cuda_launch.reduce_view((4, 5, 6), (1, 2)) == (4, 30, 1)
-    assert cuda_launch.reduce_view((4, 5, 6), (-3,)) == (1, 4, 30)
+    assert reduce_view((4, 5, 6), (1, 2)) == (4, 30, 1)
+    assert reduce_view((4, 5, 6), (-3,)) == (1, 4, 30)
     with pytest.raises(CudaKernelError, match="contiguous run"):
-        cuda_launch.reduce_view((4, 5, 6), (0, 2))
+        reduce_view((4, 5, 6), (0, 2))
 
 
 def test_adam_steps_with_equal_params_group_into_one_launch():
     adam = registry.get("cuda.adam_step_multi_tensor_f32")
     relu = registry.get("cuda.relu_f32")
     p1, p2 = {"lr": 0.1}, {"lr": 0.2}
-    groups = cuda_launch.group_steps(
-        [relu, adam, adam, None, adam, adam, adam], [{}, p1, p1, {}, p1, p1, p2]
-    )
+    groups = group_steps([relu, adam, adam, None, adam, adam, adam], [{}, p1, p1, {}, p1, p1, p2])
     assert [g.indices for g in groups] == [(0,), (1, 2), (3,), (4, 5), (6,)]
     ctx = FakeCtx()
     group = [
         ([f(3000), f(3000), f(3000), f(3000), f()], [f(3000), f(3000), f(3000), f()]),
         ([f(5), f(5), f(5), f(5), f()], [f(5), f(5), f(5), f()]),
     ]
-    (la,) = cuda_launch.launch_adam_group(adam, group, p1, ctx)
+    (la,) = launch_adam_group(adam, group, p1, ctx)
     assert isinstance(la, cuda_abi.KernelLaunch)
     chunk = int(la.args[4])
     assert la.grid == (-(-3000 // chunk) + 1,)
@@ -354,12 +428,10 @@ def test_adam_steps_with_equal_params_group_into_one_launch():
 
 def test_fused_loss_sums_the_bias_gradient_itself_only_while_that_is_cheap():
     spec = registry.get("cuda.cross_entropy_with_grad_f32_i32")
-    small = cuda_launch.launches_for(
-        spec, [f(128, 10), i(128), f()], [f(), f(128, 10), f(10)], {}, FakeCtx()
-    )
+    small = launches_for(spec, [f(128, 10), i(128), f()], [f(), f(128, 10), f(10)], {}, FakeCtx())
     assert len(small) == 1 and isinstance(small[0], cuda_abi.KernelLaunch)
     assert isinstance(small[0].args[5], FakeArray)  # dbias summed in the launch
-    large = cuda_launch.launches_for(
+    large = launches_for(
         spec, [f(1024, 1024), i(1024), f()], [f(), f(1024, 1024), f(1024)], {}, FakeCtx()
     )
     assert [la.name for la in large] == [spec.name, "cuda.reduce_sum_f32"]
@@ -421,7 +493,7 @@ def lowered_plans(model: Any, loss: str, optimizer: Any, batch: int) -> list[Any
     from aicfc.context import make_context
     from aicfc.dialects import exec as ex
     from aicfc.passes.pipelines import run_steps, train_pipeline
-    from aicfc.runtime.backend import ExecPlan
+    from aicfc.runtime.plan import ExecPlan
 
     module = build_module(model, loss, optimizer, batch)
     cap = {"arch": 90, "tensor_core": True, "cublaslt": False, "tf32": False}
@@ -447,7 +519,7 @@ def models() -> list[tuple[str, Any, str, Any]]:
 def test_every_launch_of_a_lowered_program_binds(name, model, loss, opt):
     """What the pipeline emits passes every launcher's buffer checks (as CupyExecutable binds
     it: multi-tensor groups included), so the checks refuse only what does not fit."""
-    from aicfc.runtime.backend import LaunchStep
+    from aicfc.runtime.plan import LaunchStep
 
     for plan in lowered_plans(model, loss, opt, batch=48):
         arrays = [FakeArray(b.shape, b.dtype) for b in plan.buffers]
@@ -455,7 +527,7 @@ def test_every_launch_of_a_lowered_program_binds(name, model, loss, opt):
         specs = [registry.get(s.kernel) if isinstance(s, LaunchStep) else None for s in steps]
         params = [s.params if isinstance(s, LaunchStep) else {} for s in steps]
         bound = 0
-        for group in cuda_launch.group_steps(specs, params):
+        for group in group_steps(specs, params):
             spec, first = specs[group.indices[0]], steps[group.indices[0]]
             if spec is None:
                 continue
@@ -466,9 +538,9 @@ def test_every_launch_of_a_lowered_program_binds(name, model, loss, opt):
                 if isinstance(s, LaunchStep)
             ]
             if len(buffers) > 1:
-                launches = cuda_launch.launch_adam_group(spec, buffers, first.params, FakeCtx())
+                launches = launch_adam_group(spec, buffers, first.params, FakeCtx())
             else:
-                launches = cuda_launch.launches_for(spec, *buffers[0], first.params, FakeCtx())
+                launches = launches_for(spec, *buffers[0], first.params, FakeCtx())
             assert launches, spec.name
             bound += 1
         assert bound >= 3, f"{name}: @{plan.name} bound only {bound} launches"

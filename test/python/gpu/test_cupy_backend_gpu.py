@@ -1,4 +1,4 @@
-"""The CuPy backend on the GPU: seed 000 §10's checklist, capture and replay, checkpoints.
+"""The CuPy backend on the GPU: capture and replay, checkpoints (docs/design.md#capture-rules).
 
 Programs are built with the public API (`aicfc.Program` on a `CupyBackend`),
 so the whole pipeline runs: fuse, expand-backward, lower-exec{backend=cuda},
@@ -23,8 +23,10 @@ import pytest
 
 import aicfc
 from aicfc import nn, optim
+from aicfc.backends import get_backend
 from aicfc.program import Program
-from aicfc.runtime.backend import ExecError, InputError, LaunchStep, get_backend
+from aicfc.runtime.errors import ExecError, InputError
+from aicfc.runtime.plan import LaunchStep
 from gpu.gpu_support import gpu, rel_err
 
 pytestmark = gpu
@@ -42,7 +44,7 @@ def make_model(dropout: float = 0.0, seed: int = 0) -> nn.Module:
 
 
 def backend(**options: Any) -> Any:
-    from aicfc.runtime.cupy_backend import CupyBackend
+    from aicfc.runtime.cuda.backend import CupyBackend
 
     return CupyBackend(**options)
 
@@ -77,7 +79,10 @@ def test_auto_picks_cupy_where_a_gpu_is_usable():
 
 
 def test_aliased_buffers_have_equal_device_pointers():
-    """Seed 000 §10.1: param' / exp_avg' / exp_avg_sq' / step' are the param's own buffers."""
+    """param', exp_avg', exp_avg_sq', step' are the param's own buffers.
+
+    docs/design.md#in-place-folding
+    """
     p = program("cupy")
     p.step(*batches(1)[0])
     exe = p.executable()
@@ -95,7 +100,10 @@ def test_aliased_buffers_have_equal_device_pointers():
 
 
 def test_train_mode_does_not_copy_params_in_between_replays():
-    """Seed 000 §10.2: params live in the fixed buffers; outside values are not copied in."""
+    """Params live in fixed buffers; outside values are not copied in.
+
+    docs/design.md#inputs-only-replay
+    """
     p = program("cupy")
     data = batches(4)
     train(p, data[:2])
@@ -115,7 +123,10 @@ def test_train_mode_does_not_copy_params_in_between_replays():
 
 @pytest.mark.parametrize("dropout", [0.0, 0.25])
 def test_replays_equal_eager_steps_and_the_numpy_backend(dropout):
-    """Seed 000 §10: N replays == N eager steps == the NumPy backend's N steps."""
+    """N replays == N eager steps == the NumPy backend's N steps.
+
+    docs/design.md#device-side-counters
+    """
     data = batches(10)
     graph = program("cupy", dropout)
     eager = program("cupy", dropout, graph=False, sync_each_launch=True)
@@ -205,7 +216,7 @@ def test_a_numpy_lowered_program_is_refused_with_the_kernel_name():
 
 
 def test_autotune_cache_overrides_the_gemm_choice(tmp_path):
-    from aicfc.runtime import autotune
+    from aicfc.runtime.cuda import autotune
 
     p = program("cupy")
     data = batches(2)
@@ -316,8 +327,8 @@ def wide_program(be: Any) -> Program:
 
 
 def test_without_nvmath_the_ir_has_no_cublaslt_and_a_cublaslt_ir_is_refused():
-    from aicfc.runtime import cublaslt
-    from aicfc.runtime.cuda_abi import CudaKernelError
+    from aicfc.runtime.cuda import cublaslt
+    from aicfc.runtime.cuda.abi import CudaKernelError
 
     reason = cublaslt.available()
     if reason:

@@ -26,7 +26,7 @@ import pytest
 import aicfc
 from aicfc import nn, optim
 from aicfc.program import Program
-from aicfc.runtime.backend import BufferSpec, ExecPlan, LaunchStep
+from aicfc.runtime.plan import BufferSpec, ExecPlan, LaunchStep
 from aicfc.runtime.schedule import Access, direct, schedule
 from gpu.gpu_support import F32_TOL, gpu, randn, rel_err
 
@@ -37,7 +37,7 @@ N = 1024
 
 
 def backend(**options: Any) -> Any:
-    from aicfc.runtime.cupy_backend import CupyBackend
+    from aicfc.runtime.cuda.backend import CupyBackend
 
     return CupyBackend(**options)
 

@@ -17,7 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from aicfc.runtime import cuda_abi, cuda_launch, reference, registry
+from aicfc.runtime import reference, registry
+from aicfc.runtime.cuda import abi as cuda_abi
+from aicfc.runtime.cuda.launch import launches_for
 from gpu import cuda_emu
 from gpu.cuda_emu import EmuArray, EmuContext, EmuFunction, NullStream
 from gpu.gpu_support import F32_TOL, rel_err
@@ -45,7 +47,7 @@ def run(
     times: int = 1,
 ) -> list[Any]:
     spec = registry.get(kernel)
-    launches = cuda_launch.launches_for(spec, ins, outs, params, ctx or EmuContext())
+    launches = launches_for(spec, ins, outs, params, ctx or EmuContext())
     for _ in range(times):
         for la in launches:
             la(NullStream())

@@ -15,8 +15,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from aicfc.runtime import cuda_abi, cuda_launch, reference, registry
-from aicfc.runtime.cuda_abi import CudaKernelError
+from aicfc.runtime import reference, registry
+from aicfc.runtime.cuda import abi as cuda_abi
+from aicfc.runtime.cuda.abi import CudaKernelError
+from aicfc.runtime.cuda.context import DeviceContext
+from aicfc.runtime.cuda.launch import launches_for
+from aicfc.runtime.cuda.launchers.optim import launch_adam_group
+from aicfc.runtime.cuda.launchers.reduce import reduce_view
 from gpu.gpu_support import F32_TOL, TF32_TOL, gpu, randn, rel_err
 
 pytestmark = gpu
@@ -24,12 +29,12 @@ pytestmark = gpu
 POISON = {np.dtype(np.float32): np.nan, np.dtype(np.int32): -7, np.dtype(np.int64): -7}
 
 
-class Ctx(cuda_launch.DeviceContext):
+class Ctx(DeviceContext):
     """The backend's LoadContext, with the cuBLASLt cases skipped (with the reason) where
     nvmath-python is not usable."""
 
     def cublaslt(self) -> Any:
-        from aicfc.runtime import cublaslt
+        from aicfc.runtime.cuda import cublaslt
 
         reason = cublaslt.available()
         if reason:
@@ -69,7 +74,7 @@ def launch(
             d_outs.append(d_ins[alias[k]])
         else:
             d_outs.append(cupy.full(shape, POISON[np.dtype(dtype)], dtype=dtype))
-    launches = cuda_launch.launches_for(spec, d_ins, d_outs, params or {}, ctx())
+    launches = launches_for(spec, d_ins, d_outs, params or {}, ctx())
     stream = cupy.cuda.Stream(non_blocking=True)
     cupy.cuda.runtime.deviceSynchronize()
     for _ in range(repeat):
@@ -256,7 +261,7 @@ def test_reduce_sum(shape, axes, keepdims):
 
 def test_reduce_sum_of_non_contiguous_axes_is_a_clear_error():
     with pytest.raises(CudaKernelError, match="one contiguous run of axes"):
-        cuda_launch.reduce_view((4, 5, 6), (0, 2))
+        reduce_view((4, 5, 6), (0, 2))
 
 
 @pytest.mark.parametrize("labels", ["i32", "i64"])
@@ -460,7 +465,7 @@ def test_multi_tensor_adam_updates_every_tensor_in_one_launch(hp, in_place):
         group.append((ins, outs))
         host.append((p, g, m, v, st))
     spec = registry.get("cuda.adam_step_multi_tensor_f32")
-    (la,) = cuda_launch.launch_adam_group(spec, group, hp, ctx())
+    (la,) = launch_adam_group(spec, group, hp, ctx())
     stream = cupy.cuda.Stream(non_blocking=True)
     cupy.cuda.runtime.deviceSynchronize()
     la(stream)
@@ -501,7 +506,7 @@ def test_sgd(hp):
 
 
 def test_every_registered_cuda_source_loads_with_the_abi_version():
-    sources = {k.source for k in registry.REGISTRY if k.backend == "cuda" and k.source}
+    sources = {k.source for k in registry.REGISTRY if k.family == "cuda" and k.source}
     for source in sorted(sources):
         module = cuda_abi.load_module(source)
         assert cuda_abi._read_abi_version(module, source) == cuda_abi.KERNEL_ABI_VERSION

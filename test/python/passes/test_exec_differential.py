@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from aicfc.backends import get_backend
 from aicfc.dialects import exec as ex
 from aicfc.dialects.roles import result_names
 from aicfc.ir import parse_module
-from aicfc.runtime.backend import get_backend
 from aicfc.runtime.interpreter import find_func, run_func
 from support import exec_program, random_values, rel_err
 

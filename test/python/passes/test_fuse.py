@@ -14,6 +14,7 @@ the graph, not against the pass's matcher.
 
 from __future__ import annotations
 
+import inspect
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,16 +36,11 @@ from aicfc.dialects import graph as g
 from aicfc.dialects.flags import OpFlag, all_flags, static_flags
 from aicfc.ir import parse_module
 from aicfc.passes import get_all_passes
-from aicfc.passes.aicfc_fuse import BUILDERS, AicfcFusePass, FuseFunction
+from aicfc.passes.aicfc_fuse import AicfcFusePass, FuseFunction
 from aicfc.passes.dataflow import DataFlowGraph
-from aicfc.passes.fusion_patterns import (
-    FUSION_PATTERNS,
-    PATTERN_GROUPS,
-    EmptyEpilogue,
-    FusionPattern,
-    HasEpilogueForm,
-    Step,
-)
+from aicfc.passes.fusion.constraints import EmptyEpilogue, HasEpilogueForm
+from aicfc.passes.fusion.matcher import FusionPattern, Step
+from aicfc.passes.fusion.patterns import FUSION_PATTERNS, PATTERN_GROUPS, build_gemm_epilogue
 from aicfc.runtime.interpreter import find_func, run_func
 from support import random_args
 
@@ -177,9 +173,9 @@ def test_csr_of_empty_block() -> None:
 
 def test_pattern_table_is_consistent() -> None:
     for p in FUSION_PATTERNS:
-        assert p.builder in BUILDERS, p.name
+        # The builder takes the match, then one op per step.
+        assert len(inspect.signature(p.builder).parameters) == 1 + len(p.steps), p.name
         assert p.group in PATTERN_GROUPS, p.name
-        assert len({s.role for s in p.steps}) == len(p.steps), p.name
         assert not p.steps[0].optional and p.min_ops >= 2, p.name
     assert set(PATTERN_GROUPS["all"]) == set(PATTERN_GROUPS["forward"] + PATTERN_GROUPS["backward"])
 
@@ -214,16 +210,17 @@ def test_a_new_pattern_is_a_table_entry() -> None:
         name="gemm_act",
         group="forward",
         steps=(
-            Step("gemm", OpFlag.IS_GEMM_LIKE, constraints=(EmptyEpilogue(),)),
+            Step(OpFlag.IS_GEMM_LIKE, constraints=(EmptyEpilogue(),)),
             Step(
-                "act",
                 OpFlag.IS_ACTIVATION,
                 forbidden=OpFlag.IS_FUSED,
                 exports_input="pre_act",
                 constraints=(HasEpilogueForm(),),
             ),
         ),
-        builder="gemm_epilogue",
+        # one parameter per step: (gemm, act), the bias of gemm_epilogue left out
+        builder=lambda m, gemm, act: build_gemm_epilogue(m, gemm, None, act),
+        fused_op=g.GemmEpilogueOp,
     )
     module = parse_module(LIT_FILE.read_text())
     PatternRewriteWalker(FuseFunction((gemm_act,)), apply_recursively=False).rewrite_module(module)
@@ -247,10 +244,8 @@ def _fuse_with(patterns: tuple[FusionPattern, ...], src: str) -> tuple[list[str]
     return before, [op.name for op in body_ops(find_func(module))]
 
 
-GEMM = Step("gemm", OpFlag.IS_GEMM_LIKE, constraints=(EmptyEpilogue(),))
-RELU = Step(
-    "act", OpFlag.IS_ACTIVATION, forbidden=OpFlag.IS_FUSED, constraints=(HasEpilogueForm(),)
-)
+GEMM = Step(OpFlag.IS_GEMM_LIKE, constraints=(EmptyEpilogue(),))
+RELU = Step(OpFlag.IS_ACTIVATION, forbidden=OpFlag.IS_FUSED, constraints=(HasEpilogueForm(),))
 
 
 def test_a_value_the_builder_does_not_export_blocks_the_fusion() -> None:
@@ -260,8 +255,9 @@ def test_a_value_the_builder_does_not_export_blocks_the_fusion() -> None:
     bad = FusionPattern(
         "bad_export",
         "forward",
-        (GEMM, Step("bias", OpFlag.IS_BIAS_ADD, exports_input="raw_product")),
-        "gemm_epilogue",
+        (GEMM, Step(OpFlag.IS_BIAS_ADD, exports_input="raw_product")),
+        lambda m, gemm, bias_add: build_gemm_epilogue(m, gemm, bias_add, None),
+        g.GemmEpilogueOp,
     )
     src = """
     func.func @f(%x: tensor<2x3xf32>, %w: tensor<3x4xf32>, %b: tensor<4xf32>)
@@ -282,8 +278,9 @@ def test_no_fusion_when_no_place_keeps_dominance() -> None:
     entry = FusionPattern(
         "placement_probe",
         "forward",
-        (GEMM, Step("bias", OpFlag.IS_BIAS_ADD, exports_input="pre_act"), RELU),
-        "gemm_epilogue",
+        (GEMM, Step(OpFlag.IS_BIAS_ADD, exports_input="pre_act"), RELU),
+        build_gemm_epilogue,
+        g.GemmEpilogueOp,
     )
     src = """
     func.func @f(%x: tensor<2x3xf32>, %w: tensor<3x4xf32>, %c: tensor<2x4xf32>)

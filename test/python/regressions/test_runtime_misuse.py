@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import aicfc
+from aicfc.backends import get_backend
 from aicfc.ir import parse_module
-from aicfc.runtime.backend import ExecError, get_backend
+from aicfc.runtime.errors import ExecError
 from aicfc.runtime.reference import cross_entropy, cross_entropy_grad
 from aicfc.tools.aicfc_run import main as aicfc_run
 

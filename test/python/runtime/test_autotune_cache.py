@@ -70,7 +70,7 @@ def test_a_damaged_cache_is_rewritten_by_the_next_save(tmp_path):
 
 
 def test_the_cache_folder_is_created_when_missing(tmp_path, monkeypatch):
-    from aicfc.runtime.cupy_backend import default_autotune_cache
+    from aicfc.runtime.cuda.backend import default_autotune_cache
 
     monkeypatch.delenv("AICFC_AUTOTUNE_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aicfc.runtime.backend import StoreError, get_backend
+from aicfc.backends import get_backend
+from aicfc.runtime.errors import StoreError
 
 F32 = np.dtype(np.float32)
 

@@ -17,7 +17,10 @@ from aicfc.builder import build_train_step
 from aicfc.context import make_context
 from aicfc.dialects import exec as ex
 from aicfc.passes.pipelines import run_steps, train_pipeline
-from aicfc.runtime import cuda_abi, cuda_launch, registry
+from aicfc.runtime import registry
+from aicfc.runtime.cuda import abi as cuda_abi
+from aicfc.runtime.cuda.launch import launches_for
+from aicfc.runtime.cuda.launchers.gemm_small import skinny_mode, split_k_plan
 from aicfc.runtime.selector import AutotuneCache, Problem, select
 from gpu.cuda_emu import EmuArray, EmuContext
 
@@ -118,9 +121,9 @@ def test_skinny_mode_and_grid(m, n, k, mode, blocks, monkeypatch):
     monkeypatch.setattr(cuda_abi, "get_function", lambda spec: None)
     a, b, y = (EmuArray(np.zeros(s, np.float32)) for s in ((m, k), (k, n), (m, n)))
     spec = registry.get("cuda.matmul_skinny_nn")
-    (launch,) = cuda_launch.launches_for(spec, [a, b], [y], {}, EmuContext())
+    (launch,) = launches_for(spec, [a, b], [y], {}, EmuContext())
     assert isinstance(launch, cuda_abi.KernelLaunch)
-    assert cuda_launch.skinny_mode(m, n, k) == mode == int(launch.args[-1])
+    assert skinny_mode(m, n, k) == mode == int(launch.args[-1])
     assert launch.grid == (blocks,)
 
 
@@ -136,7 +139,7 @@ def test_skinny_mode_and_grid(m, n, k, mode, blocks, monkeypatch):
     ],
 )
 def test_split_k_plan_fills_the_device(m, n, k, splits, chunk):
-    assert cuda_launch.split_k_plan(m, n, k, 132) == (splits, chunk)
+    assert split_k_plan(m, n, k, 132) == (splits, chunk)
     assert (splits - 1) * chunk < k <= splits * chunk and chunk % 32 == 0 and chunk <= 128
 
 

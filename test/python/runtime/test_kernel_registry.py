@@ -17,7 +17,7 @@ def test_every_reference_op_has_a_numpy_kernel_named_after_it():
     for op in REFERENCE:
         spec = registry.get("numpy." + op.split(".", 1)[1])
         assert spec.op == op
-        assert spec.backend == "numpy"
+        assert spec.family == "numpy"
         assert "inplace_ok" in spec.flags
     copy = registry.get("numpy.copy")
     assert copy.op == "exec.copy"
@@ -25,7 +25,7 @@ def test_every_reference_op_has_a_numpy_kernel_named_after_it():
 
 
 def test_numpy_kernels_cover_exactly_the_reference_ops_and_copy():
-    ops = {k.op for k in registry.REGISTRY if k.backend == "numpy"}
+    ops = {k.op for k in registry.REGISTRY if k.family == "numpy"}
     assert ops == set(REFERENCE) | {"exec.copy"}
 
 
@@ -39,9 +39,22 @@ def test_candidates_filter_by_op_backend_and_dtype():
 
 def test_candidates_sort_by_priority_then_name():
     table = (
-        KernelSpec("cuda.b", "graph.relu", "cuda", ("f32",), source="x.cu", symbol="b"),
-        KernelSpec("cuda.a", "graph.relu", "cuda", ("f32",), source="x.cu", symbol="a"),
-        KernelSpec("cuda.c", "graph.relu", "cuda", ("f32",), source="x.cu", symbol="c", priority=5),
+        KernelSpec(
+            "cuda.b", "graph.relu", "cuda", ("f32",), source="x.cu", symbol="b", launcher="x:f"
+        ),
+        KernelSpec(
+            "cuda.a", "graph.relu", "cuda", ("f32",), source="x.cu", symbol="a", launcher="x:f"
+        ),
+        KernelSpec(
+            "cuda.c",
+            "graph.relu",
+            "cuda",
+            ("f32",),
+            source="x.cu",
+            symbol="c",
+            launcher="x:f",
+            priority=5,
+        ),
     )
     assert [k.name for k in candidates("graph.relu", "cuda", registry=table)] == [
         "cuda.c",
@@ -58,17 +71,27 @@ def test_unknown_kernel_is_named():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"backend": "tpu", "name": "tpu.x"}, "backend must be one of"),
-        ({"name": "numpy.x", "backend": "cuda"}, "must start with 'cuda.'"),
+        ({"family": "tpu", "name": "tpu.x"}, "the kernel family must be one of"),
+        ({"name": "numpy.x", "family": "cuda"}, "must start with 'cuda.'"),
         ({"dtypes": ()}, "no dtypes"),
         ({"layouts": ("col_major",)}, "unknown layout 'col_major'"),
         ({"abi": (("m", "size_t*"),)}, "parameter 'm' has C type 'size_t\\*'"),
         ({"source": None}, "needs source and symbol"),
+        ({"launcher": None}, "needs its launcher as '<module>:<function>', got None"),
+        ({"launcher": "x.launch"}, "needs its launcher as '<module>:<function>', got 'x.launch'"),
+        ({"launcher": "gemm:launch"}, "launcher of a x.cu kernel lives in module 'x'"),
+        ({"name": "numpy.x", "family": "numpy"}, "NumPy kernel runs the reference and has no"),
     ],
 )
 def test_malformed_specs_are_refused_at_definition(kwargs, message):
     base = dict(
-        name="cuda.x", op="graph.relu", backend="cuda", dtypes=("f32",), source="x.cu", symbol="x"
+        name="cuda.x",
+        op="graph.relu",
+        family="cuda",
+        dtypes=("f32",),
+        source="x.cu",
+        symbol="x",
+        launcher="x:launch_x",
     )
     base.update(kwargs)
     with pytest.raises(ValueError, match=message):
@@ -76,7 +99,9 @@ def test_malformed_specs_are_refused_at_definition(kwargs, message):
 
 
 def test_a_library_kernel_needs_no_source():
-    spec = KernelSpec("cuda.lt", "graph.matmul", "cuda", ("f32",), flags=frozenset({"library"}))
+    spec = KernelSpec(
+        "cuda.lt", "graph.matmul", "cuda", ("f32",), flags=frozenset({"library"}), launcher="lt:f"
+    )
     assert spec.source is None
 
 
@@ -93,6 +118,7 @@ def test_extension_module_joins_the_registry_by_data(monkeypatch):
             abi=(("n", "int64_t"),),
             source="elementwise.cu",
             symbol="aicfc_relu_f32",
+            launcher="elementwise:launch_elementwise",
         ),
     )
     monkeypatch.setitem(sys.modules, "fake_registry_ext", fake)
@@ -115,8 +141,8 @@ def test_extension_with_a_duplicate_name_is_an_error(monkeypatch):
 def test_registry_and_selector_import_no_backend():
     code = (
         "import sys, aicfc.runtime.registry, aicfc.runtime.selector, aicfc.runtime;"
-        "bad = [m for m in ('cupy', 'numpy', 'xdsl', 'aicfc.runtime.numpy_backend',"
-        " 'aicfc.runtime.cupy_backend', 'aicfc.runtime.backend') if m in sys.modules];"
+        "bad = [m for m in ('cupy', 'numpy', 'xdsl', 'aicfc.runtime.numpy.backend',"
+        " 'aicfc.runtime.cuda.backend', 'aicfc.runtime.backend') if m in sys.modules];"
         "print(','.join(bad))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -10,17 +10,13 @@ import types
 import numpy as np
 import pytest
 
+from aicfc.backends import get_backend
 from aicfc.dialects import exec as ex
 from aicfc.ir import parse_module
-from aicfc.runtime.backend import (
-    Backend,
-    BackendUnavailable,
-    ExecError,
-    InputError,
-    get_backend,
-)
+from aicfc.runtime.backend import Backend
+from aicfc.runtime.errors import BackendUnavailable, ExecError, InputError
 from aicfc.runtime.interpreter import find_func, run_func
-from aicfc.runtime.numpy_backend import NumpyBackend
+from aicfc.runtime.numpy.backend import NumpyBackend
 from support import exec_programs, rel_err
 
 TRAIN = """
@@ -237,7 +233,9 @@ def test_load_refuses_a_kernel_of_another_backend(monkeypatch):
     from aicfc.runtime import registry
     from aicfc.runtime.registry import KernelSpec
 
-    spec = KernelSpec("cuda.relu", "graph.relu", "cuda", ("f32",), source="e.cu", symbol="r")
+    spec = KernelSpec(
+        "cuda.relu", "graph.relu", "cuda", ("f32",), source="e.cu", symbol="r", launcher="e:f"
+    )
     monkeypatch.setitem(registry.KERNELS_BY_NAME, "cuda.relu", spec)
     backend = get_backend("numpy")
     with pytest.raises(ExecError, match=r'"cuda\.relu" is a cuda kernel; lower the program'):
@@ -256,8 +254,8 @@ def test_get_backend_numpy_and_unknown_name():
 
 
 def test_cupy_backend_missing_module_is_a_clear_error(monkeypatch):
-    monkeypatch.setitem(sys.modules, "aicfc.runtime.cupy_backend", None)
-    with pytest.raises(BackendUnavailable, match=r"cupy_backend\.py is missing"):
+    monkeypatch.setitem(sys.modules, "aicfc.runtime.cuda.backend", None)
+    with pytest.raises(BackendUnavailable, match=r"aicfc/runtime/cuda/backend\.py is missing"):
         get_backend("cupy")
     assert isinstance(get_backend("auto"), NumpyBackend)
 
@@ -270,9 +268,9 @@ def test_cupy_backend_without_gpu_is_a_clear_error_and_auto_falls_back(monkeypat
         def unavailable_reason(cls):
             return "CuPy sees no CUDA device"
 
-    fake = types.ModuleType("aicfc.runtime.cupy_backend")
+    fake = types.ModuleType("aicfc.runtime.cuda.backend")
     fake.CupyBackend = FakeCupy  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "aicfc.runtime.cupy_backend", fake)
+    monkeypatch.setitem(sys.modules, "aicfc.runtime.cuda.backend", fake)
     with pytest.raises(BackendUnavailable, match="cannot run here: CuPy sees no CUDA device"):
         get_backend("cupy")
     assert type(get_backend("auto")) is NumpyBackend
@@ -282,9 +280,9 @@ def test_auto_picks_cupy_when_usable(monkeypatch):
     class FakeCupy(NumpyBackend):
         name = "cupy"
 
-    fake = types.ModuleType("aicfc.runtime.cupy_backend")
+    fake = types.ModuleType("aicfc.runtime.cuda.backend")
     fake.CupyBackend = FakeCupy  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "aicfc.runtime.cupy_backend", fake)
+    monkeypatch.setitem(sys.modules, "aicfc.runtime.cuda.backend", fake)
     assert type(get_backend("auto")) is FakeCupy
     assert issubclass(FakeCupy, Backend)
 

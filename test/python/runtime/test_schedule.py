@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from aicfc.runtime.backend import BufferSpec, CopyStep, ExecPlan, LaunchStep
-from aicfc.runtime.capture import issue_schedule
+from aicfc.runtime.cuda.capture import issue_schedule
+from aicfc.runtime.plan import BufferSpec, CopyStep, ExecPlan, LaunchStep
 from aicfc.runtime.schedule import (
     ARENA,
     Access,
@@ -257,7 +257,7 @@ def test_every_pair_of_a_chain_is_ordered_on_any_stream_count():
 
 
 # ----------------------------------------------------------------------------
-# The small benchmark step (batch 128, 784-256-256-10) as the CUDA backend groups it
+# The small benchmark step (batch 128, 784-256-256-10) as the CuPy backend groups it
 # ----------------------------------------------------------------------------
 
 H200 = {"arch": 90, "tensor_core": True, "cublaslt": True, "device": "NVIDIA H200 sm_90"}
@@ -274,7 +274,7 @@ def small_step_nodes(tf32: bool) -> tuple[list[str], list[frozenset[int]]]:
     from aicfc.dialects import exec as ex
     from aicfc.passes.pipelines import run_steps, train_pipeline
     from aicfc.runtime import registry
-    from aicfc.runtime.cuda_launch import group_steps
+    from aicfc.runtime.cuda.launch import group_steps
     from aicfc.runtime.schedule import node_access
 
     model = nn.Sequential(
@@ -292,7 +292,7 @@ def small_step_nodes(tf32: bool) -> tuple[list[str], list[frozenset[int]]]:
     for group in group_steps(specs, params):
         spec = specs[group.indices[0]]
         scratch = []
-        if spec is not None and "cublaslt" in spec.flags:  # runtime/cublaslt.py's turns
+        if spec is not None and "cublaslt" in spec.flags:  # runtime/cuda/cublaslt.py's turns
             scratch, turn = [f"cublaslt-workspace:{turn % 2}"], turn + 1
         names.append(spec.name if spec is not None else "exec.copy")
         accesses.append(node_access(plan, group.indices, regions, scratch))

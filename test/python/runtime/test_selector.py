@@ -23,7 +23,9 @@ CAP = {"arch": 90, "tf32": False, "tensor_core": True}
 
 
 def cuda(name, op="graph.matmul", dtypes=("f32",), **kw):
-    return KernelSpec(f"cuda.{name}", op, "cuda", dtypes, source="gemm.cu", symbol=name, **kw)
+    return KernelSpec(
+        f"cuda.{name}", op, "cuda", dtypes, source="gemm.cu", symbol=name, launcher="gemm:f", **kw
+    )
 
 
 def gemm(m, n, k, dtype="f32", ta=False, tb=False, act=None):
@@ -144,9 +146,9 @@ def test_no_kernel_error_lists_every_refusal():
     with pytest.raises(NoKernelError) as e:
         select(gemm(8, 8, 8), "cuda", CAP, registry=table)
     msg = str(e.value)
-    assert msg.startswith("has no kernel for dtype f32 on backend cuda (")
+    assert msg.startswith("has no kernel for dtype f32 in kernel family cuda (")
     assert "cuda.h: dtype f32 not in f16" in msg and "cuda.b: dtype f32 not in bf16" in msg
-    with pytest.raises(NoKernelError, match=r"has no kernel on backend cuda$"):
+    with pytest.raises(NoKernelError, match=r"has no kernel in kernel family cuda$"):
         select(gemm(8, 8, 8), "cuda", CAP, registry=())
     table = (cuda("t", constraints=Constraints(mnk_multiple=16)),)
     with pytest.raises(NoKernelError, match="that accepts this f32 instance"):

@@ -84,15 +84,17 @@ def test_version_prints_aicfcs_version(capsys):
         ("cse{bogus=true}", "cse has no option 'bogus' (it takes no options)"),
         (
             "aicfc-lower-exec{backend=tpu}",
-            'aicfc-lower-exec: backend must be one of numpy, cuda, got "tpu"',
+            "aicfc-lower-exec: unknown backend 'tpu'; expected one of numpy, cupy, cuda "
+            "(cuda, the kernel family of cupy, selects cupy)",
         ),
         (
             "aicfc-lower-exec{backend=1}",
-            "option 'backend' of aicfc-lower-exec expects a string (one of numpy, cuda, cupy)",
+            "option 'backend' of aicfc-lower-exec expects a string (one of numpy, cupy, cuda)",
         ),
         (
             "aicfc-train-pipeline{backend=tpu}",
-            "aicfc-train-pipeline: unknown backend 'tpu'; expected one of: numpy, cupy, cuda",
+            "aicfc-train-pipeline: unknown backend 'tpu'; expected one of numpy, cupy, cuda "
+            "(cuda, the kernel family of cupy, selects cupy)",
         ),
     ],
 )

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aicfc.runtime.backend import resolve_backend
+from aicfc.backends import resolve_backend
 from aicfc.tools import aicfc_opt, aicfc_run
 from aicfc.tools.aicfc_run import main
 

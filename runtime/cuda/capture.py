@@ -1,6 +1,6 @@
 """CUDA graph capture and the host <-> device copies that a captured step contains.
 
-Rules this module enforces (seed 000 §8-9, and what CuPy 14 does during capture):
+Rules this module enforces (docs/design.md#capture-rules; what CuPy 14 does during capture):
 
 - Capture once, on the backend's dedicated stream, with `begin_capture()` /
   `end_capture()`, under a private memory pool that is kept with the graph and
@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from aicfc.runtime.cuda_abi import CudaKernelError
+from aicfc.runtime.cuda.abi import CudaKernelError
 from aicfc.runtime.schedule import Schedule
 
 

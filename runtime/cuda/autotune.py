@@ -1,7 +1,7 @@
 """Autotuning: time every feasible GEMM kernel of a loaded program, remember the fastest.
 
 The cache is runtime/selector.py's `AutotuneCache` (a JSON file keyed by op,
-shape bucket, dtype and device, seed 003 §3). `tune_executable` walks the GEMM
+shape bucket, dtype and device; docs/design.md#kernel-selection). `tune_executable` walks the GEMM
 launches of a `CupyExecutable`, and for each (op, bucket) it has not seen
 times every candidate the selector would accept on this device (on random
 inputs of the launch's shapes, in its own buffers, so the program's state is
@@ -28,10 +28,11 @@ from typing import Any
 import numpy as np
 
 from aicfc.runtime import registry
-from aicfc.runtime.backend import LaunchStep
-from aicfc.runtime.capture import capture
-from aicfc.runtime.cuda_abi import CudaKernelError
-from aicfc.runtime.cuda_launch import DeviceContext, launches_for
+from aicfc.runtime.cuda.abi import CudaKernelError
+from aicfc.runtime.cuda.capture import capture
+from aicfc.runtime.cuda.context import DeviceContext
+from aicfc.runtime.cuda.launch import launches_for
+from aicfc.runtime.plan import LaunchStep
 from aicfc.runtime.registry_cuda import GEMM_OPS
 from aicfc.runtime.selector import AutotuneCache, Problem, autotune_device, refusal, shape_bucket
 
@@ -116,7 +117,7 @@ def tune_executable(
 ) -> list[TuneResult]:
     """Time the GEMM candidates of every GEMM launch of `exe`; record and save the fastest.
 
-    exe: a CupyExecutable (runtime/cupy_backend.py). tf32: whether TF32 kernels
+    exe: a CupyExecutable (runtime/cuda/backend.py). tf32: whether TF32 kernels
     compete (None: the backend's setting). Returns one TuneResult per (op, shape
     bucket) measured. A malformed cache file is ignored with a warning and rewritten;
     the save merges with entries other processes saved meanwhile (AutotuneCache.save).

@@ -1,21 +1,22 @@
 """The CuPy backend: an exec program as CUDA kernels, the whole step one CUDA graph.
 
-Seed 000 is the specification; runtime/backend.py is the interface.
+Why: docs/design.md#fixed-device-buffers and the sections after it; interface: runtime/backend.py.
 
 - Buffers are allocated once, at load: params and state in the BufferStore
   (shared with every program loaded against it), inputs as fixed device arrays,
   planned tmp buffers as views into one arena. In-place execution needs nothing
   more: an output that `aicfc-fold-inplace` made the same exec buffer as an
-  input is the same slot, hence the same array and device pointer (seed 000
-  §7, §10.1).
+  input is the same slot, hence the same array and device pointer
+  (docs/design.md#in-place-folding).
 - The kernels are the exec IR's: aicfc-lower-exec selected them for this
   device (`lower_exec_options()`: architecture, TF32 allowed, cuBLASLt usable,
   autotune cache), and loading verifies that each one can run here (a cuBLASLt
   launch without nvmath-python is an error naming the kernel, never a silent
-  substitute). Each launch is bound at load (runtime/cuda_launch.py,
-  runtime/cublaslt.py): module compiled and ABI-checked, scalars converted to
-  their C types, grid fixed, cuBLASLt planned, workspaces zeroed. Consecutive
-  Adam launches become one multi-tensor launch.
+  substitute). Each launch is bound at load by its registry entry's launcher
+  (runtime/cuda/launch.py, runtime/cuda/launchers/): module compiled and
+  ABI-checked, scalars converted to their C types, grid fixed, cuBLASLt
+  planned, workspaces zeroed. Consecutive Adam launches become one
+  multi-tensor launch.
 - `graph=True` (the default): the first `run()` executes the step eagerly (it
   is the warm-up, and a real step), then the step is captured on the
   backend's dedicated stream and every later run replays it. Host (NumPy)
@@ -25,7 +26,7 @@ Seed 000 is the specification; runtime/backend.py is the interface.
   fixed buffer itself), ordered after the caller's current stream. One graph
   is captured per combination of host inputs and output mode, so both kinds
   of input replay without a host round trip for the device ones. Params and
-  state are never copied in (mode train of seed 000 §8.2): they accumulate in
+  state are never copied in (docs/design.md#inputs-only-replay): they accumulate in
   their fixed buffers, and `load_state_dict` writes into those buffers, so a
   checkpoint load needs no new capture. A program without state (predict) is
   the inference mode with the same mechanism. `graph=False` is the eager mode:
@@ -61,22 +62,10 @@ from typing import Any
 import numpy as np
 
 from aicfc.dialects import exec as ex
-from aicfc.runtime import cublaslt as cublaslt_mod
 from aicfc.runtime import registry
-from aicfc.runtime.backend import (
-    Backend,
-    BackendUnavailable,
-    BufferSpec,
-    BufferStore,
-    CopyStep,
-    ExecError,
-    ExecPlan,
-    Executable,
-    InputError,
-    LaunchStep,
-    StoreError,
-)
-from aicfc.runtime.capture import (
+from aicfc.runtime.backend import Backend, Executable
+from aicfc.runtime.cuda.abi import CallbackLaunch, CudaKernelError, Launch, describe
+from aicfc.runtime.cuda.capture import (
     CapturedGraph,
     PinnedBuffer,
     capture,
@@ -85,13 +74,12 @@ from aicfc.runtime.capture import (
     copy_to_host,
     issue_schedule,
 )
-from aicfc.runtime.cuda_abi import CallbackLaunch, CudaKernelError, Launch, describe
-from aicfc.runtime.cuda_launch import (
-    DeviceContext,
-    group_steps,
-    launch_adam_group,
-    launches_for,
-)
+from aicfc.runtime.cuda.context import DeviceContext
+from aicfc.runtime.cuda.cublaslt import CublasLt, available
+from aicfc.runtime.cuda.launch import group_steps, launches_for
+from aicfc.runtime.cuda.launchers.optim import launch_adam_group
+from aicfc.runtime.errors import BackendUnavailable, ExecError, InputError, StoreError
+from aicfc.runtime.plan import BufferSpec, CopyStep, ExecPlan, LaunchStep
 from aicfc.runtime.schedule import (
     Access,
     Schedule,
@@ -102,6 +90,7 @@ from aicfc.runtime.schedule import (
     schedule,
 )
 from aicfc.runtime.selector import Problem, refusal
+from aicfc.runtime.store import BufferStore
 
 AUTOTUNE_ENV = "AICFC_AUTOTUNE_CACHE"
 DEFAULT_AUTOTUNE_CACHE = Path("aicfc/autotune.json")
@@ -140,7 +129,7 @@ class CupyBackend(Backend):
     graph:            capture the step once and replay it (False: eager launches).
     tf32:             allow TF32 tensor-core GEMMs (about 1e-3 relative error) in the
                       programs compiled for this backend (a Program's tf32 overrides it).
-    autotune_cache:   path of an autotune JSON file (runtime/autotune.py) that
+    autotune_cache:   path of an autotune JSON file (runtime/cuda/autotune.py) that
                       aicfc-lower-exec consults; None looks in the default place
                       (`default_autotune_cache()`), "" disables it. A missing file
                       changes nothing.
@@ -153,7 +142,7 @@ class CupyBackend(Backend):
     """
 
     name = "cupy"
-    kernel_backend = "cuda"
+    kernel_family = "cuda"
     takes_device_arrays = True
 
     def __init__(
@@ -191,8 +180,8 @@ class CupyBackend(Backend):
         self.autotune_cache = (
             default_autotune_cache() if autotune_cache is None else str(autotune_cache)
         )
-        self._nvmath_reason = cublaslt_mod.available()
-        self._cublaslt: cublaslt_mod.CublasLt | None = None
+        self._nvmath_reason = available()
+        self._cublaslt: CublasLt | None = None
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -269,11 +258,11 @@ class CupyBackend(Backend):
             "device": self.device_key,
         }
 
-    def cublaslt(self) -> cublaslt_mod.CublasLt:
+    def cublaslt(self) -> CublasLt:
         if self._nvmath_reason is not None:
             raise CudaKernelError(f"cuBLASLt kernels cannot run: {self._nvmath_reason}")
         if self._cublaslt is None:
-            self._cublaslt = cublaslt_mod.CublasLt()
+            self._cublaslt = CublasLt()
         return self._cublaslt
 
     def candidates(self) -> tuple[registry.KernelSpec, ...]:
@@ -282,7 +271,7 @@ class CupyBackend(Backend):
         return tuple(
             k
             for k in registry.REGISTRY
-            if k.backend == "cuda" and all(cap.get(r) for r in k.constraints.requires)
+            if k.family == self.kernel_family and all(cap.get(r) for r in k.constraints.requires)
         )
 
     def verify(self, spec: registry.KernelSpec, problem: Problem) -> None:
@@ -331,8 +320,8 @@ class CupyExecutable(Executable):
     def __init__(self, backend: CupyBackend, plan: ExecPlan, store: BufferStore):
         import cupy
 
-        super().__init__(plan, store)
-        self.backend = backend
+        super().__init__(backend, plan, store)
+        self.backend: CupyBackend = backend
         self.context = DeviceContext(backend.sm_count, backend.cublaslt)
         self.arena = cupy.zeros(max(plan.arena_size or 0, 1), dtype=np.uint8)
         self.arrays: list[Any] = [self._allocate(b) for b in plan.buffers]

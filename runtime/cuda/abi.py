@@ -1,4 +1,4 @@
-"""One ABI and one error path for every CUDA launch (seed 004 §6, §10).
+"""One ABI and one error path for every CUDA launch (docs/design.md#one-launch-abi).
 
 - Modules: each `kernels/*.cu` is compiled once per process with `cupy.RawModule`
   (NVRTC, for the device's architecture; CuPy caches the binary on disk under
@@ -29,13 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from aicfc.runtime.backend import ExecError
+from aicfc.runtime.errors import ExecError
 from aicfc.runtime.registry import KernelSpec
 
 KERNEL_ABI_VERSION = 1
 """The launch ABI the Python side speaks; kernels/common.cuh defines the same number."""
 
-KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
+KERNEL_DIR = Path(__file__).resolve().parents[2] / "kernels"
 """Where the .cu sources live (the installed `aicfc/kernels` package data)."""
 
 C_SCALAR_TYPES: dict[str, type[np.generic]] = {

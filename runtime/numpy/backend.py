@@ -24,26 +24,18 @@ import numpy as np
 
 from aicfc.dialects import exec as ex
 from aicfc.dialects.roles import EXTERNAL_ROLES
-from aicfc.runtime.backend import (
-    STORED_ROLES,
-    Backend,
-    BufferSpec,
-    BufferStore,
-    CopyStep,
-    ExecError,
-    ExecPlan,
-    Executable,
-    LaunchStep,
-    StoreError,
-)
+from aicfc.runtime.backend import Backend, Executable
+from aicfc.runtime.errors import ExecError, StoreError
+from aicfc.runtime.plan import BufferSpec, CopyStep, ExecPlan, LaunchStep
 from aicfc.runtime.reference import REFERENCE
+from aicfc.runtime.store import STORED_ROLES, BufferStore
 
 
 class NumpyBackend(Backend):
     """The CPU reference runtime (always available)."""
 
     name = "numpy"
-    kernel_backend = "numpy"
+    kernel_family = "numpy"
 
     def zeros(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         return np.zeros(shape, dtype)
@@ -58,7 +50,7 @@ class NumpyBackend(Backend):
         if store.backend.name != self.name:
             raise StoreError(f"a {store.backend.name} store cannot back a numpy program")
         plan = program if isinstance(program, ExecPlan) else ExecPlan.from_program(program)
-        return NumpyExecutable(plan, store)
+        return NumpyExecutable(self, plan, store)
 
 
 def _out_of_memory(what: str, shape: tuple[int, ...], dtype: np.dtype) -> ExecError:
@@ -126,8 +118,8 @@ def _check_results(where: str, kernel: str, results: Sequence[Any], outs: list[n
 class NumpyExecutable(Executable):
     """A program loaded on the CPU: `arrays[slot]` is the fixed array of each buffer."""
 
-    def __init__(self, plan: ExecPlan, store: BufferStore):
-        super().__init__(plan, store)
+    def __init__(self, backend: NumpyBackend, plan: ExecPlan, store: BufferStore):
+        super().__init__(backend, plan, store)
         _check_tmp_written_before_read(plan)
         arena_size = plan.arena_size or 0
         self.arena = _zeros(f"@{plan.name}: the arena", (arena_size,), np.dtype(np.uint8))

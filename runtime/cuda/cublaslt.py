@@ -15,20 +15,18 @@ result, which are our N output columns: a per-column bias of length N, as
 reference.gemm_epilogue (checked on M != N by the GPU tests).
 
 cuBLASLt's GELU epilogue is the tanh approximation, so the registry's cuBLASLt
-entries refuse act=gelu. A gemm_epilogue that also keeps its pre-activation Z
-runs as matmul+bias into Z followed by our activation kernel (Z -> Y).
+entries refuse act=gelu (`EPILOGUES` has none for it). The launcher of the
+cuBLASLt entries (runtime/cuda/launchers/cublaslt.py) plans its matmuls here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from aicfc.runtime import cuda_abi, cuda_launch, registry
-from aicfc.runtime.cuda_abi import CallbackLaunch, CudaKernelError, Launch
-from aicfc.runtime.registry import KernelSpec
+from aicfc.runtime.cuda.abi import CallbackLaunch, CudaKernelError, Launch, describe
+from aicfc.runtime.cuda.launchers.gemm import Gemm
 
 WORKSPACE_BYTES = 32 << 20
 """Bytes of each cuBLASLt workspace (the size cuBLAS recommends for Hopper)."""
@@ -40,6 +38,9 @@ graph branches; launches that share one are ordered (`Launch.scratch`)."""
 
 CUDA_R_32F = 0
 """cudaDataType_t of float32 (library_types.h)."""
+
+EPILOGUES = {"none": ("DEFAULT", "BIAS"), "relu": ("RELU", "RELU_BIAS")}
+"""Activation -> cublasLtEpilogue_t names (without, with a bias) that fuse it."""
 
 
 def available() -> str | None:
@@ -77,9 +78,10 @@ class CublasLt:
         buf = np.array([value], dtype=dtype_of(attr))
         setter(obj, attr, buf.ctypes.data, buf.itemsize)
 
-    def plan(self, name: str, g: cuda_launch.Gemm, d: Any, relu: bool, tf32: bool) -> Launch:
-        """One cublasLtMatmul computing D = [relu](op(A) op(B) [+ bias]) (row-major, float32)
-        for the checked operands `g`, into `d` (its Y or its Z)."""
+    def plan(self, name: str, g: Gemm, d: Any, act: str, tf32: bool) -> Launch:
+        """One cublasLtMatmul computing D = act(op(A) op(B) [+ bias]) (row-major, float32)
+        for the checked operands `g`, into `d` (its Y or its Z); `act` is a key of
+        EPILOGUES."""
         lt, cublas = self.lt, self.cublas
         a, b, bias, ta, tb = g.a, g.b, g.bias, g.transpose_a, g.transpose_b
         m, n, k = g.m, g.n, g.k
@@ -94,12 +96,7 @@ class CublasLt:
         # cuBLASLt "A" = our B (stored [K, N] or [N, K]), cuBLASLt "B" = our A.
         self._set(dset, ddt, desc, dattr.TRANSA, op_t if tb else op_n)
         self._set(dset, ddt, desc, dattr.TRANSB, op_t if ta else op_n)
-        ep = lt.Epilogue
-        epilogue = (
-            (ep.RELU_BIAS if relu else ep.BIAS)
-            if bias is not None
-            else (ep.RELU if relu else ep.DEFAULT)
-        )
+        epilogue = getattr(lt.Epilogue, EPILOGUES[act][int(bias is not None)])
         self._set(dset, ddt, desc, dattr.EPILOGUE, int(epilogue))
         if bias is not None:
             self._set(dset, ddt, desc, dattr.BIAS_POINTER, int(bias.data.ptr))
@@ -128,7 +125,7 @@ class CublasLt:
             self._set(pset, pdt, pref, attr, _alignment(int(arr.data.ptr)))
         heuristic = lt.MatmulHeuristicResult(1)
         count = np.zeros(1, dtype=np.int32)
-        shapes = cuda_abi.describe([a, b, bias, d])
+        shapes = describe([a, b, bias, d])
         try:
             lt.matmul_algo_get_heuristic(
                 self.handle, desc, lt_a, lt_b, lt_d, lt_d, pref, 1, heuristic.ptr, count.ctypes.data
@@ -172,25 +169,3 @@ class CublasLt:
             keepalive=keep,
             scratch=(f"cublaslt-workspace:{turn}",),
         )
-
-    def launches(
-        self,
-        spec: KernelSpec,
-        ins: list[Any],
-        outs: list[Any],
-        params: Mapping[str, object],
-        ctx: Any,
-    ) -> list[Launch]:
-        """The launches of a cuBLASLt registry entry (matmul or gemm_epilogue)."""
-        g = cuda_launch.gemm_operands(spec, ins, outs, params)
-        if g.act not in ("none", "relu"):
-            raise CudaKernelError(
-                f'kernel "{spec.name}": cuBLASLt runs act none or relu, not {g.act}'
-            )
-        tf32 = "tf32" in spec.flags
-        if g.z is None:
-            return [self.plan(spec.name, g, g.y, g.act == "relu", tf32)]
-        # Keep the pre-activation: GEMM + bias into Z, then Y = act(Z) (or a copy).
-        first = self.plan(spec.name, g, g.z, False, tf32)
-        follow = registry.get("cuda.relu_f32" if g.act == "relu" else "cuda.copy")
-        return [first, *cuda_launch.launches_for(follow, [g.z], [g.y], {}, ctx)]

@@ -1,0 +1,182 @@
+"""The fusion pattern table of `aicfc-fuse` (docs/design.md#fusion-patterns): patterns are data.
+
+Each rule is one row: a `FusionPattern` whose steps are flag masks and
+constraints (the matcher, passes/fusion/matcher.py, says how they match), and
+whose builder is the function just above it. A builder takes the match and
+then the op of each step, in step order (None for an absent optional step),
+and returns the fused op with the values it replaces:
+
+    act(bias_add(matmul(A, B), b))          -> gemm_epilogue(A, B, b, act)   [-> (Y, Z) for gelu]
+    reduce_sum(act_grad(dY, s), axes=[0])    -> epilogue_grad(dY, s, act)    [-> (dZ, db)]
+    cross_entropy(x, y), cross_entropy_grad(x, y, d) [, reduce_sum(.., axes=[0])]
+                                             -> cross_entropy_with_grad(x, y, d) [-> (l, dx, db)]
+
+Adding a pattern is adding a row (and its builder, or reusing one) below; a
+new activation with an epilogue form is a new row of `EPILOGUE_FORMS`
+(passes/fusion/constraints.py).
+"""
+
+from __future__ import annotations
+
+from xdsl.ir import Operation, SSAValue
+
+from aicfc.dialects.autodiff import CrossEntropyWithGradOp, EpilogueGradOp
+from aicfc.dialects.flags import OpFlag
+from aicfc.dialects.graph import Activation, GemmEpilogueOp, MatrixProductOp
+from aicfc.passes.fusion.constraints import (
+    EPILOGUE_ACTIVATIONS,
+    EmptyEpilogue,
+    HasEpilogueForm,
+    HasFusedGradForm,
+    IsLossGrad,
+    ResultRank,
+    SumsAxes,
+)
+from aicfc.passes.fusion.matcher import Built, FusionPattern, Match, Step
+
+F = OpFlag
+
+# ----------------------------------------------------------------------------
+# gemm -> bias_add -> activation
+# ----------------------------------------------------------------------------
+
+
+def build_gemm_epilogue(
+    m: Match, gemm: Operation, bias_add: Operation | None, act: Operation | None
+) -> Built:
+    """gemm_epilogue(A, B, bias, act) with the gemm's transpose flags.
+
+    The gemm step is a plain product (EmptyEpilogue), so the bias is the
+    bias_add's (along N of the [M, N] product), or none without a bias step.
+    pre_act (Z) is emitted for gelu (the backward needs gelu'(Z)) and whenever
+    Z has users outside the match.
+    """
+    assert isinstance(gemm, MatrixProductOp)
+    bias = bias_add.operands[1] if bias_add is not None else None
+    activation = EPILOGUE_ACTIVATIONS[type(act)] if act is not None else Activation.NONE
+    z = m.exports.get("pre_act")
+    with_pre_act = activation == Activation.GELU or (z is not None and m.has_outside_uses(z))
+    op = GemmEpilogueOp(
+        gemm.operands[0],
+        gemm.operands[1],
+        bias,
+        activation,
+        transpose_a=bool(gemm.transpose_a),
+        transpose_b=bool(gemm.transpose_b),
+        with_pre_act=with_pre_act and activation != Activation.NONE,
+    )
+    exports: dict[str, SSAValue] = {"pre_act": op.pre_act} if op.pre_act is not None else {}
+    return Built(op, op.result, exports)
+
+
+# act(bias_add(matmul(A, B), b)) -> gemm_epilogue(A, B, b, act); bias and act each optional.
+GEMM_BIAS_ACT = FusionPattern(
+    name="gemm_bias_act",
+    group="forward",
+    steps=(
+        Step(F.IS_GEMM_LIKE, constraints=(ResultRank(2), EmptyEpilogue())),
+        Step(F.IS_BIAS_ADD | F.IS_ELEMENTWISE, forbidden=F.IS_FUSED, optional=True),
+        Step(
+            F.IS_ACTIVATION | F.IS_ELEMENTWISE,
+            forbidden=F.IS_FUSED,
+            optional=True,
+            exports_input="pre_act",
+            constraints=(HasEpilogueForm(),),
+        ),
+    ),
+    builder=build_gemm_epilogue,
+    fused_op=GemmEpilogueOp,
+)
+
+# ----------------------------------------------------------------------------
+# activation gradient -> bias gradient
+# ----------------------------------------------------------------------------
+
+
+def build_epilogue_grad(m: Match, act_grad: Operation, bias_grad: Operation) -> Built:
+    """epilogue_grad(dY, saved, act) -> (dZ, db): the act-grad's operands, the
+    reduce's result is db, and dZ is re-exported for the dW and dX products."""
+    dy, saved = act_grad.operands
+    op = EpilogueGradOp(dy, saved, EPILOGUE_ACTIVATIONS[type(act_grad)])
+    return Built(op, op.grad_bias, {"grad_pre_act": op.grad_pre_act})
+
+
+# (act_grad(dY, saved), reduce_sum(act_grad(dY, saved), axes=[0])) -> epilogue_grad(dY, saved, act)
+ACT_GRAD_BIAS_GRAD = FusionPattern(
+    name="act_grad_bias_grad",
+    group="backward",
+    steps=(
+        Step(
+            F.IS_ACTIVATION_GRAD | F.IS_ELEMENTWISE,
+            forbidden=F.IS_FUSED,
+            constraints=(ResultRank(2), HasEpilogueForm()),
+        ),
+        Step(
+            F.IS_REDUCTION | F.IS_LINEAR,
+            forbidden=F.IS_FUSED | F.IS_LOSS,
+            exports_input="grad_pre_act",
+            constraints=(SumsAxes(axes=(0,), rank=2),),
+        ),
+    ),
+    builder=build_epilogue_grad,
+    fused_op=EpilogueGradOp,
+)
+
+# ----------------------------------------------------------------------------
+# loss and its gradient (and the last bias gradient)
+# ----------------------------------------------------------------------------
+
+
+def build_loss_with_grad(
+    m: Match, loss: Operation, loss_grad: Operation, bias_grad: Operation | None
+) -> Built:
+    """cross_entropy_with_grad(x, y, d) from the gradient op's operands: the loss is
+    re-exported; with the bias-grad step its result is db and dx is re-exported."""
+    logits, labels, dloss = loss_grad.operands
+    op = CrossEntropyWithGradOp(logits, labels, dloss, with_grad_bias=bias_grad is not None)
+    exports: dict[str, SSAValue] = {"loss": op.loss}
+    if op.grad_bias is None:
+        return Built(op, op.grad_logits, exports)
+    exports["grad_logits"] = op.grad_logits
+    return Built(op, op.grad_bias, exports)
+
+
+# (loss(x, y), loss_grad(x, y, d), reduce_sum(loss_grad, axes=[0]))
+#   -> cross_entropy_with_grad(x, y, d) -> (loss, dx, db); the bias-grad step is optional.
+LOSS_WITH_GRAD = FusionPattern(
+    name="loss_with_grad",
+    group="backward",
+    steps=(
+        Step(F.IS_LOSS | F.IS_REDUCTION, forbidden=F.IS_FUSED, constraints=(HasFusedGradForm(),)),
+        Step(
+            F.IS_BACKWARD,
+            forbidden=F.IS_FUSED,
+            sibling=True,
+            exports_input="loss",
+            constraints=(ResultRank(2), IsLossGrad()),
+        ),
+        Step(
+            F.IS_REDUCTION | F.IS_LINEAR,
+            forbidden=F.IS_FUSED | F.IS_LOSS,
+            optional=True,
+            exports_input="grad_logits",
+            constraints=(SumsAxes(axes=(0,), rank=2),),
+        ),
+    ),
+    builder=build_loss_with_grad,
+    fused_op=CrossEntropyWithGradOp,
+)
+
+# ----------------------------------------------------------------------------
+# The table
+# ----------------------------------------------------------------------------
+
+FUSION_PATTERNS: tuple[FusionPattern, ...] = (GEMM_BIAS_ACT, ACT_GRAD_BIAS_GRAD, LOSS_WITH_GRAD)
+"""Every pattern, tried in this order at each op (block order)."""
+
+PATTERN_GROUPS: dict[str, tuple[FusionPattern, ...]] = {
+    "all": FUSION_PATTERNS,
+    "forward": tuple(p for p in FUSION_PATTERNS if p.group == "forward"),
+    "backward": tuple(p for p in FUSION_PATTERNS if p.group == "backward"),
+}
+"""Values of the pass option `patterns`."""

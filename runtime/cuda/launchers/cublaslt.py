@@ -1,0 +1,45 @@
+"""The launcher of the cuBLASLt registry entries (flag "library"; no .cu of ours).
+
+A matmul or gemm_epilogue runs as one planned `cublasLtMatmul` with its bias and
+activation fused in cuBLASLt's epilogue (`cublaslt.EPILOGUES` says which
+activations have one). A gemm_epilogue that also keeps its pre-activation Z runs
+as matmul + bias into Z, then our kernel Y = act(Z) (`ACTIVATION_KERNELS`), whose
+own launcher binds it.
+"""
+
+from __future__ import annotations
+
+from aicfc.runtime import registry
+from aicfc.runtime.cuda import launch
+from aicfc.runtime.cuda.abi import CudaKernelError, Launch
+from aicfc.runtime.cuda.cublaslt import EPILOGUES
+from aicfc.runtime.cuda.launchers.common import (
+    Buffers,
+    LoadContext,
+    Params,
+)
+from aicfc.runtime.cuda.launchers.gemm import gemm_operands
+from aicfc.runtime.registry import KernelSpec
+
+ACTIVATION_KERNELS = {"none": "cuda.copy", "relu": "cuda.relu_f32"}
+"""Activation -> the kernel that writes Y = act(Z) after a GEMM that kept Z."""
+
+
+def launch_cublaslt(
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
+) -> list[Launch]:
+    """The launches of a cuBLASLt entry (matmul or gemm_epilogue), planned on the
+    backend's cuBLASLt handle (`ctx.cublaslt()`); TF32 for entries flagged "tf32"."""
+    g = gemm_operands(spec, ins, outs, params)
+    if g.act not in EPILOGUES:
+        raise CudaKernelError(
+            f'kernel "{spec.name}": cuBLASLt runs act {" or ".join(EPILOGUES)}, not {g.act}'
+        )
+    tf32 = "tf32" in spec.flags
+    lt = ctx.cublaslt()
+    if g.z is None:
+        return [lt.plan(spec.name, g, g.y, g.act, tf32)]
+    # Keep the pre-activation: GEMM + bias into Z, then Y = act(Z) (or a copy).
+    first = lt.plan(spec.name, g, g.z, "none", tf32)
+    follow = registry.get(ACTIVATION_KERNELS[g.act])
+    return [first, *launch.launches_for(follow, [g.z], [g.y], {}, ctx)]

@@ -1,0 +1,139 @@
+"""Launchers of kernels/elementwise.cu: arithmetic and activations over n elements,
+bias_add, byte copies (exec.copy, reshape) and the strided permute of transpose and
+broadcast_to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+import numpy as np
+
+from aicfc.runtime.cuda.abi import CudaKernelError, Launch, describe, kernel_launch
+from aicfc.runtime.cuda.launchers.common import (
+    THREADS,
+    Buffers,
+    Launcher,
+    LoadContext,
+    Params,
+    cdiv,
+    expect_numel,
+    expect_operands,
+    grid_1d,
+    launch_pointwise,
+    numel,
+    param,
+)
+from aicfc.runtime.registry import KernelSpec
+
+launch_elementwise: Launcher = launch_pointwise
+"""add/sub/mul, relu/gelu/tanh and their grads: n elements (common.launch_pointwise)."""
+
+
+def launch_bias_add(
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
+) -> list[Launch]:
+    """x + bias along the last axis: n elements of x, C of bias (element i adds bias[i % C])."""
+    x, bias = ins
+    n = numel(outs[0])
+    expect_operands(spec, n, [x], outs)
+    c = int(x.shape[-1]) if x.shape else 1
+    expect_numel(spec, c, bias=bias)
+    return [kernel_launch(spec, grid_1d(ctx, n), (THREADS,), [*ins, *outs], {"n": n, "C": c})]
+
+
+def launch_copy(
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
+) -> list[Launch]:
+    nbytes = int(ins[0].nbytes)
+    if int(outs[0].nbytes) != nbytes:
+        raise CudaKernelError(
+            f'kernel "{spec.name}": copies {nbytes} bytes into '
+            f"{describe(outs[:1])} of {int(outs[0].nbytes)}"
+        )
+    words = cdiv(nbytes, 16)
+    return [
+        kernel_launch(spec, grid_1d(ctx, words), (THREADS,), [ins[0], outs[0]], {"nbytes": nbytes})
+    ]
+
+
+def row_major_strides(shape: tuple[int, ...]) -> list[int]:
+    """Element strides of a contiguous row-major array of `shape`."""
+    return [int(np.prod(shape[d + 1 :], dtype=np.int64)) for d in range(len(shape))]
+
+
+def transpose_strides(
+    in_shape: tuple[int, ...], out_shape: tuple[int, ...], params: Params
+) -> list[int]:
+    """Output axis d reads input axis perm[d]; ValueError unless that gives `out_shape`."""
+    perm = tuple(int(p) for p in param(params, "perm", ()))
+    if sorted(perm) != list(range(len(in_shape))) or out_shape != tuple(in_shape[p] for p in perm):
+        raise ValueError(f"perm {perm} does not take {list(in_shape)} to {list(out_shape)}")
+    strides = row_major_strides(in_shape)
+    return [strides[p] for p in perm]
+
+
+def broadcast_strides(
+    in_shape: tuple[int, ...], out_shape: tuple[int, ...], params: Params
+) -> list[int]:
+    """NumPy's rules, aligned on the right: a new or size-1 input axis has stride 0;
+    ValueError where `in_shape` does not broadcast to `out_shape`."""
+    strides = row_major_strides(in_shape)
+    lead = len(out_shape) - len(in_shape)
+    if lead < 0 or any(i not in (1, o) for i, o in zip(in_shape, out_shape[lead:], strict=True)):
+        raise ValueError(f"{list(in_shape)} does not broadcast to {list(out_shape)}")
+    return [
+        0 if d < lead or in_shape[d - lead] == 1 else strides[d - lead]
+        for d in range(len(out_shape))
+    ]
+
+
+SourceStrides = Callable[[tuple[int, ...], tuple[int, ...], Params], list[int]]
+"""(input shape, output shape, params) -> the input stride of each output axis."""
+
+
+def permute_table(
+    strides: SourceStrides,
+    in_shape: tuple[int, ...],
+    out_shape: tuple[int, ...],
+    params: Params,
+) -> np.ndarray:
+    """[out_shape..., source stride of each output axis...] for aicfc_permute_b*."""
+    src = strides(in_shape, out_shape, params)
+    return np.array([*out_shape, *src], dtype=np.int64)
+
+
+def launch_permute(
+    strides: SourceStrides,
+    spec: KernelSpec,
+    ins: Buffers,
+    outs: Buffers,
+    params: Params,
+    ctx: LoadContext,
+) -> list[Launch]:
+    """aicfc_permute_b{32,64}: out[i] = in[sum of i's output coordinates x `strides`]."""
+    out_shape = tuple(int(d) for d in outs[0].shape)
+    in_shape = tuple(int(d) for d in ins[0].shape)
+    try:
+        meta = ctx.table(permute_table(strides, in_shape, out_shape, params))
+    except ValueError as e:
+        raise CudaKernelError(f'kernel "{spec.name}": {e}') from None
+    n = numel(outs[0])
+    return [
+        kernel_launch(
+            spec,
+            grid_1d(ctx, n),
+            (THREADS,),
+            [ins[0], outs[0]],
+            {"meta": meta.data.ptr, "rank": len(out_shape), "n": n},
+            keepalive=[meta],
+        )
+    ]
+
+
+launch_transpose: Launcher = partial(launch_permute, transpose_strides)
+"""graph.transpose: output axis d reads input axis perm[d]."""
+
+launch_broadcast_to: Launcher = partial(launch_permute, broadcast_strides)
+"""graph.broadcast_to: a new or size-1 input axis is read with stride 0."""
