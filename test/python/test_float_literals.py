@@ -95,7 +95,7 @@ def test_special_values_round_trip_as_list_splat_and_hex_string(dtype, generic):
 
 @pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
 @pytest.mark.parametrize("dtype", list(WIDTH))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(data=st.data())
 def test_any_bit_patterns_round_trip(dtype, generic, data):
     bits = data.draw(st.lists(st.integers(0, 2 ** WIDTH[dtype] - 1), min_size=1, max_size=6))
@@ -185,7 +185,7 @@ def lr_of(module) -> float:
 
 
 @pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(lr=st.floats(min_value=0.0, allow_nan=False, allow_infinity=False))
 @example(lr=16777216.0)
 @example(lr=2.0**53)
