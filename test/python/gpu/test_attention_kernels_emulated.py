@@ -2,7 +2,7 @@
 
 The kernels have no registry entries or launchers yet (issue 11 defines the op), so
 the tests call them through cuda_emu with the grid, block and dynamic shared memory
-that attention.cu's header states (the helpers below, meant to move into the
+that attention.cu's header states (gpu/transformer_launch.py, meant to move into the
 launcher). The oracle is float64 PyTorch (CPU): scores, causal mask, logsumexp,
 softmax, the dropout mask of runtime/reference.py's dropout_keep on the flattened
 [B, H, T, T] probabilities, the product with v, and torch.autograd for dq, dk, dv.
@@ -20,6 +20,7 @@ import torch
 
 from aicfc.runtime import reference
 from gpu import cuda_emu
+from gpu import transformer_launch as tl
 from gpu.cuda_emu import EmuArray, EmuFunction
 from gpu.gpu_support import F32_TOL, rel_err
 
@@ -27,11 +28,6 @@ REASON = cuda_emu.unavailable_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 
 TOL = F32_TOL
-TILE = 64
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def kernel(symbol: str) -> EmuFunction:
@@ -40,18 +36,6 @@ def kernel(symbol: str) -> EmuFunction:
 
 def poison(*shape: int) -> EmuArray:
     return EmuArray(np.full(shape, np.nan, np.float32))
-
-
-def fwd_shared_bytes(d: int) -> int:
-    return 4 * (3 * TILE * d + TILE * TILE)
-
-
-def bwd_threads(d: int) -> int:
-    return 256 if d == 128 else 128
-
-
-def bwd_shared_bytes(d: int) -> int:
-    return 4 * (4 * TILE * d + 2 * TILE * TILE + 2 * TILE)
 
 
 def scalars(bh: int, t: int, scale: float, causal: bool, p: float, seed: int) -> tuple:
@@ -80,7 +64,7 @@ def attention_forward(q, k, v, scale, causal, p=0.0, seed=0, offset=0):
         *scalars(b * h, t, scale, causal, p, seed),
     )
     kernel(f"aicfc_attention_fwd_f32_d{d}")(
-        (b * h, cdiv(t, TILE)), (128,), args, shared_mem=fwd_shared_bytes(d)
+        tl.attention_grid(b * h, t), (128,), args, shared_mem=tl.attention_fwd_shared(d)
     )
     return out.array, lse.array
 
@@ -91,7 +75,7 @@ def attention_backward(q, k, v, out, lse, dout, scale, causal, p=0.0, seed=0, of
     rows = b * h * t
     delta = poison(rows)  # the workspace: every entry is written by the pre-pass
     kernel("aicfc_attention_bwd_delta_f32")(
-        (cdiv(rows, 256 // (d // 4)),),
+        tl.attention_delta_grid(rows, d),
         (256,),
         (EmuArray(out), EmuArray(dout), delta, np.int32(rows), np.int32(d)),
     )
@@ -100,7 +84,10 @@ def attention_backward(q, k, v, out, lse, dout, scale, causal, p=0.0, seed=0, of
     ins = (EmuArray(q), EmuArray(k), EmuArray(v), EmuArray(dout), EmuArray(lse), off)
     args = (*ins, dq, dk, dv, delta, *scalars(b * h, t, scale, causal, p, seed))
     kernel(f"aicfc_attention_bwd_f32_d{d}")(
-        (b * h, cdiv(t, TILE)), (bwd_threads(d),), args, shared_mem=bwd_shared_bytes(d)
+        tl.attention_grid(b * h, t),
+        (tl.attention_bwd_threads(d),),
+        args,
+        shared_mem=tl.attention_bwd_shared(d),
     )
     return dq.array, dk.array, dv.array, delta.array
 

@@ -1,9 +1,9 @@
 """The transformer kernels on the CPU: layernorm.cu, embedding.cu, cross_entropy.cu, emulated.
 
 No registry entries or launchers exist for these kernels yet (issue 11 defines the
-ops), so each test calls the kernel through cuda_emu directly, with the grid and
-block of the small helpers below, which state each kernel's launch rule from its
-source header (they are meant to move into the launchers). Inputs are fresh random
+ops), so each test calls the kernel through cuda_emu directly, with the grid, block
+and workspace of gpu/transformer_launch.py (each kernel's launch rule from its source
+header, meant to move into the launchers). Inputs are fresh random
 arrays from a seeded generator; outputs are poisoned with NaN; results are compared
 with float64 PyTorch (CPU) or NumPy formulas by norm-wise relative error (1e-5,
 strict fp32), backward kernels against torch.autograd in float64. Deterministic
@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from gpu import cuda_emu
+from gpu import transformer_launch as tl
 from gpu.cuda_emu import EmuArray, EmuFunction
 from gpu.gpu_support import F32_TOL, rel_err
 
@@ -28,14 +29,6 @@ pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 
 TOL = F32_TOL
 SM_COUNT = 132
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def pow2_at_least(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
 
 
 def kernel(source: str, symbol: str) -> EmuFunction:
@@ -73,22 +66,14 @@ def t64(a: np.ndarray, grad: bool = False) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------
-# Layer norm (launch rule of kernels/layernorm.cu)
+# Layer norm
 # ----------------------------------------------------------------------------
-
-
-def ln_block(d: int) -> tuple[int, int]:
-    """(team, rows per block): 16 elements a thread, a team of 32 to 512."""
-    team = max(32, pow2_at_least(cdiv(d, 16)))
-    assert team <= 512, f"D = {d} exceeds layernorm.cu's 8192"
-    return team, max(1, 256 // team)
 
 
 def ln_forward(x, w, b, eps, r=None) -> tuple[np.ndarray, ...]:
     """(s if r is given, y, mean, rstd) from aicfc_[add_]layer_norm_f32."""
     n, d = x.shape
-    block = ln_block(d)
-    grid = (cdiv(n, block[1]),)
+    block, grid = tl.layer_norm_block(d), tl.layer_norm_grid(n, d)
     y, mean, rstd = poison(n, d), poison(n), poison(n)
     ew, eb = (EmuArray(a) if a is not None else None for a in (w, b))
     scalars = (np.int32(n), np.int32(d), np.float32(eps))
@@ -106,11 +91,11 @@ def ln_backward(dy, x, mean, rstd, w, dres=None, params=True, sm_count=SM_COUNT,
     """(dx, dw, db) from aicfc_layer_norm_grad_f32 and aicfc_layer_norm_param_grad_f32
     (dw, db None when `params` is false or w is None)."""
     n, d = dy.shape
-    block = ln_block(d)
-    blocks = min(cdiv(n, block[1]), 2 * sm_count)
+    block, (blocks,) = tl.layer_norm_block(d), tl.layer_norm_grad_grid(n, d, sm_count)
     dx = poison(n, d)
     want = params and w is not None
-    ws = EmuArray(np.full(2 * blocks * d, ws_fill, np.float32)) if want else None
+    ws_floats = tl.layer_norm_grad_workspace(blocks, d) // 4
+    ws = EmuArray(np.full(ws_floats, ws_fill, np.float32)) if want else None
     args = (
         EmuArray(dy),
         EmuArray(x),
@@ -127,8 +112,9 @@ def ln_backward(dy, x, mean, rstd, w, dres=None, params=True, sm_count=SM_COUNT,
     if not want:
         return dx.array, None, None
     dw, db = poison(d), poison(d)
+    grid, pblock = tl.layer_norm_param_grad_grid(d)
     kernel("layernorm.cu", "aicfc_layer_norm_param_grad_f32")(
-        (cdiv(d, 32), 2), (32, 8), (dw, db, ws, np.int32(blocks), np.int32(d))
+        grid, pblock, (dw, db, ws, np.int32(blocks), np.int32(d))
     )
     return dx.array, dw.array, db.array
 
@@ -267,10 +253,8 @@ def test_layer_norm_backward_float64_finite_differences_of_the_forward():
 
 
 # ----------------------------------------------------------------------------
-# Embedding (launch rules of kernels/embedding.cu)
+# Embedding
 # ----------------------------------------------------------------------------
-
-EMB_CHUNK = 256
 
 
 def embedding_forward(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -278,30 +262,27 @@ def embedding_forward(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
     n = ids.size
     out = poison(n, d)
     fn = kernel("embedding.cu", f"aicfc_embedding_f32_{label_suffix(ids)}")
-    fn((cdiv(n, 8),), (256,), (EmuArray(table), EmuArray(ids), out, *map(np.int32, (n, v, d))))
+    fn(
+        tl.embedding_grid(n),
+        (256,),
+        (EmuArray(table), EmuArray(ids), out, *map(np.int32, (n, v, d))),
+    )
     return out.array
 
 
-def embedding_split(v: int, d: int, sm_count: int = SM_COUNT) -> int:
-    """8 warps share a (v, slice) pair when there are few pairs for the device, else 1."""
-    return 8 if v * cdiv(d, 128) <= 4 * sm_count else 1
-
-
-def embedding_backward(dout, ids, v, chunk=EMB_CHUNK, split=None, ws_fill=0):
+def embedding_backward(dout, ids, v, chunk=tl.EMBEDDING_CHUNK, split=None, ws_fill=0):
     """dtable [V, D] from the two launches, in a workspace filled with `ws_fill` bytes."""
     n, d = dout.shape
-    c, g = cdiv(n, chunk), cdiv(d, 128)
-    split = embedding_split(v, d) if split is None else split
-    map_bytes = cdiv(4 * v * c, 256) * 256
-    ws = EmuArray(np.full(map_bytes + 4 * c * min(chunk, v) * d, ws_fill, np.uint8))
+    split = tl.embedding_split(v, d, SM_COUNT) if split is None else split
+    ws = EmuArray(np.full(tl.embedding_workspace(n, v, d, chunk), ws_fill, np.uint8))
     lt = label_suffix(ids)
     scalars = tuple(map(np.int32, (n, v, d, chunk)))
     kernel("embedding.cu", f"aicfc_embedding_grad_chunks_f32_{lt}")(
-        (c, g), (256,), (EmuArray(dout), EmuArray(ids), ws, *scalars)
+        tl.embedding_chunks_grid(n, d, chunk), (256,), (EmuArray(dout), EmuArray(ids), ws, *scalars)
     )
     dtable = poison(v, d)
     kernel("embedding.cu", "aicfc_embedding_grad_combine_f32")(
-        (cdiv(v * g, 8 // split),), (256,), (dtable, ws, *scalars, np.int32(split))
+        tl.embedding_combine_grid(v, d, split), (256,), (dtable, ws, *scalars, np.int32(split))
     )
     return dtable.array
 
@@ -345,7 +326,7 @@ def test_embedding_backward_in_one_chunk_is_np_add_at_bit_for_bit(v, d, n):
 def documented_order(dout, ids, v, chunk, split):
     """dtable in embedding.cu's stated order, in float32: per chunk, per range, left to right."""
     n, d = dout.shape
-    c = cdiv(n, chunk)
+    c = tl.cdiv(n, chunk)
     partial = [
         add_at_f32(v, ids[k * chunk : (k + 1) * chunk], dout[k * chunk : (k + 1) * chunk])
         for k in range(c)
@@ -408,7 +389,7 @@ def test_embedding_backward_with_a_large_vocabulary(v):
     ids = rng.integers(0, v, n).astype(np.int64)
     ids[:5] = ids[-5:] = v - 1  # one id in both chunks
     dout = f32(rng, n, d)
-    assert embedding_split(v, d) == 1
+    assert tl.embedding_split(v, d, SM_COUNT) == 1
     got = embedding_backward(dout, ids, v)
     ref = np.zeros((v, d))
     np.add.at(ref, ids, dout.astype(np.float64))
@@ -416,26 +397,20 @@ def test_embedding_backward_with_a_large_vocabulary(v):
 
 
 # ----------------------------------------------------------------------------
-# Softmax cross-entropy (launch rule of kernels/cross_entropy.cu)
+# Softmax cross-entropy
 # ----------------------------------------------------------------------------
-
-
-def ce_block(v: int) -> tuple[int, int]:
-    team = min(1024, max(32, pow2_at_least(cdiv(v, 32))))
-    return team, max(1, 256 // team)
 
 
 def softmax_cross_entropy(x: np.ndarray, y: np.ndarray, dloss: float, times: int = 1):
     """(loss, dlogits, workspace) after `times` launches of aicfc_softmax_cross_entropy_f32_*."""
     n, v = x.shape
-    block = ce_block(v)
-    blocks = cdiv(n, block[1])
-    ws = EmuArray(np.zeros(256 + 4 * blocks, np.uint8))
+    block, grid = tl.cross_entropy_block(v), tl.cross_entropy_grid(n, v)
+    ws = EmuArray(np.zeros(tl.cross_entropy_workspace(n, v), np.uint8))
     loss, dx = poison(), poison(n, v)
     fn = kernel("cross_entropy.cu", f"aicfc_softmax_cross_entropy_f32_{label_suffix(y)}")
     args = (EmuArray(x), EmuArray(y), EmuArray(np.array(dloss, np.float32)), loss, dx, ws)
     for _ in range(times):
-        fn((blocks,), block, (*args, np.int32(n), np.int32(v)))
+        fn(grid, block, (*args, np.int32(n), np.int32(v)))
     return loss.array, dx.array, ws.array
 
 
