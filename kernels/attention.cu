@@ -62,8 +62,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr unsigned kFull = 0xffffffffu;
 
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
-
 __device__ __forceinline__ float4 ld4(const float* s) {
   return *reinterpret_cast<const float4*>(s);
 }
@@ -92,7 +90,8 @@ __device__ __forceinline__ void load_tile(float* tile, const float* __restrict__
 
 // Entries [r0, r0 + 64) of a [T] vector; from T on they are zero.
 __device__ __forceinline__ void load_vec(float* s, const float* __restrict__ g, int r0, int T) {
-  if (threadIdx.x < kTile) s[threadIdx.x] = r0 + (int)threadIdx.x < T ? __ldg(g + r0 + threadIdx.x) : 0.0f;
+  const int i = (int)threadIdx.x;
+  if (i < kTile) s[i] = r0 + i < T ? __ldg(g + r0 + i) : 0.0f;
 }
 
 // The thread's place in a tile: rows 4 ty + r; column n of its score block is col(n).
@@ -247,7 +246,7 @@ __device__ void attention_fwd(const float* __restrict__ q, const float* __restri
   float m[4], l[4], o[4][OC];
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
-    m[r] = neg_inf();
+    m[r] = aicfc::neg_inf();
     l[r] = 0.0f;
 #pragma unroll
     for (int c = 0; c < OC; ++c) o[r][c] = 0.0f;
@@ -271,18 +270,18 @@ __device__ void attention_fwd(const float* __restrict__ q, const float* __restri
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int i = q0 + pl.ty * 4 + r;
-      float mx = neg_inf();
+      float mx = aicfc::neg_inf();
 #pragma unroll
       for (int n = 0; n < SC; ++n) {
         const int j = k0 + pl.col(n);
         const bool ok = j < T && (!causal || j <= i);
-        s[r][n] = ok ? s[r][n] * sl2 : neg_inf();  // base-2 scores
+        s[r][n] = ok ? s[r][n] * sl2 : aicfc::neg_inf();  // base-2 scores
         mx = fmaxf(mx, s[r][n]);
       }
 #pragma unroll
       for (int off = TX / 2; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, off));
       const float m_new = fmaxf(m[r], mx);
-      const float m_use = m_new == neg_inf() ? 0.0f : m_new;  // a row with nothing yet
+      const float m_use = m_new == aicfc::neg_inf() ? 0.0f : m_new;  // a row with nothing yet
       const float alpha = exp2f(m[r] - m_use);
       float sum = 0.0f;
 #pragma unroll

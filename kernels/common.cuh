@@ -73,6 +73,14 @@ __device__ __forceinline__ float load_op(const float* __restrict__ x, int r, int
   return T ? __ldg(x + (size_t)c * ld + r) : __ldg(x + (size_t)r * ld + c);
 }
 
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+__device__ __forceinline__ float quiet_nan() { return __int_as_float(0x7fc00000); }
+
+// Whether a (possibly null) pointer allows 16-byte vector accesses.
+__device__ __forceinline__ bool aligned16(const void* p) {
+  return ((unsigned long long)p & 15ull) == 0;
+}
+
 // Sum over a warp with shuffles (all 32 lanes active).
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

@@ -34,8 +34,7 @@ AICFC_EXPORT_ABI_VERSION
 
 namespace {
 
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
-__device__ __forceinline__ float quiet_nan() { return __int_as_float(0x7fc00000); }
+using aicfc::neg_inf;
 
 // The running (m, s) of one thread over x[c] for c = t, t + team, ... < V.
 __device__ __forceinline__ void row_stats(const float* __restrict__ x, int V, int t, int team,
@@ -58,7 +57,8 @@ __device__ __forceinline__ void row_stats(const float* __restrict__ x, int V, in
 }
 
 template <typename L>
-__device__ void softmax_cross_entropy(const float* __restrict__ logits, const L* __restrict__ labels,
+__device__ void softmax_cross_entropy(const float* __restrict__ logits,
+                                      const L* __restrict__ labels,
                                       const float* __restrict__ dloss, float* __restrict__ loss,
                                       float* __restrict__ dx, void* workspace, int N, int V) {
   __shared__ float scratch[32];
@@ -76,7 +76,7 @@ __device__ void softmax_cross_entropy(const float* __restrict__ logits, const L*
   if (valid) {
     int y = (int)labels[n];
     bool ok = y >= 0 && y < V;
-    l = ok ? logf(sum) - (__ldg(x + (ok ? y : 0)) - mx) : quiet_nan();
+    l = ok ? logf(sum) - (__ldg(x + (ok ? y : 0)) - mx) : aicfc::quiet_nan();
     float inv = 1.0f / sum, scale = __ldg(dloss) / (float)N;
     float* d = dx + (size_t)n * V;
     for (int c = t; c < V; c += 4 * team) {

@@ -59,10 +59,6 @@ __device__ __forceinline__ size_t map_bytes(int V, int C) {
   return ((size_t)V * C * 4 + 255) / 256 * 256;
 }
 
-__device__ __forceinline__ bool aligned16(const void* p) {
-  return ((unsigned long long)p & 15ull) == 0;
-}
-
 // The four columns of slice `c0` that lane `lane` holds: c0 + 4 lane + [0, 4) (VEC 4)
 // or c0 + lane + 32 u (VEC 1); columns >= D read as 0 and are not written.
 template <int VEC>
@@ -103,7 +99,7 @@ __device__ void embedding_rows(const float* __restrict__ table, const L* __restr
                                float* __restrict__ out, int N, int V, int D) {
   int lane = (int)(threadIdx.x & 31);
   int warps = (int)(gridDim.x * (blockDim.x >> 5));
-  const float nan = __int_as_float(0x7fc00000);
+  const float nan = aicfc::quiet_nan();
   for (int n = (int)(blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)); n < N; n += warps) {
     long long id = (long long)ids[n];
     bool ok = id >= 0 && id < V;
@@ -111,7 +107,8 @@ __device__ void embedding_rows(const float* __restrict__ table, const L* __restr
     float* dst = out + (size_t)n * D;
     if constexpr (VEC == 4) {
       for (int c = 4 * lane; c < D; c += 128) {
-        float4 q = ok ? __ldg(reinterpret_cast<const float4*>(src + c)) : make_float4(nan, nan, nan, nan);
+        float4 q = ok ? __ldg(reinterpret_cast<const float4*>(src + c))
+                      : make_float4(nan, nan, nan, nan);
         *reinterpret_cast<float4*>(dst + c) = q;
       }
     } else {
@@ -258,6 +255,28 @@ __device__ void grad_combine(float* __restrict__ dtable, const char* __restrict_
   }
 }
 
+// The instances for D and the buffers' alignment (uniform over the grid).
+template <typename L>
+__device__ __forceinline__ void embedding(const float* table, const L* ids, float* out, int N,
+                                          int V, int D) {
+  if (D % 4 == 0 && aicfc::aligned16(table) && aicfc::aligned16(out))
+    embedding_rows<4, L>(table, ids, out, N, V, D);
+  else
+    embedding_rows<1, L>(table, ids, out, N, V, D);
+}
+
+template <typename L>
+__device__ __forceinline__ void embedding_grad_chunks(const float* dout, const L* ids,
+                                                      void* workspace, int N, int V, int D,
+                                                      int chunk) {
+  __shared__ ChunkShared sh;
+  char* ws = reinterpret_cast<char*>(workspace);
+  if (D % 4 == 0 && aicfc::aligned16(dout))
+    grad_chunks<4, L>(dout, ids, ws, N, V, D, chunk, sh);
+  else
+    grad_chunks<1, L>(dout, ids, ws, N, V, D, chunk, sh);
+}
+
 }  // namespace
 
 // Grid: ceil(N / 8) blocks (or fewer), 256 threads.
@@ -265,20 +284,12 @@ __device__ void grad_combine(float* __restrict__ dtable, const char* __restrict_
 #define AICFC_EMBEDDING(LT, CT)                                                                \
   extern "C" __global__ void __launch_bounds__(kThreads) aicfc_embedding_f32_##LT(            \
       const float* table, const CT* ids, float* out, int32_t N, int32_t V, int32_t D) {        \
-    if (D % 4 == 0 && aligned16(table) && aligned16(out))                                      \
-      embedding_rows<4, CT>(table, ids, out, N, V, D);                                         \
-    else                                                                                       \
-      embedding_rows<1, CT>(table, ids, out, N, V, D);                                         \
+    embedding<CT>(table, ids, out, N, V, D);                                                   \
   }                                                                                            \
   extern "C" __global__ void __launch_bounds__(kThreads) aicfc_embedding_grad_chunks_f32_##LT( \
       const float* dout, const CT* ids, void* workspace, int32_t N, int32_t V, int32_t D,      \
       int32_t chunk) {                                                                         \
-    __shared__ ChunkShared sh;                                                                 \
-    char* ws = reinterpret_cast<char*>(workspace);                                             \
-    if (D % 4 == 0 && aligned16(dout))                                                         \
-      grad_chunks<4, CT>(dout, ids, ws, N, V, D, chunk, sh);                                   \
-    else                                                                                       \
-      grad_chunks<1, CT>(dout, ids, ws, N, V, D, chunk, sh);                                   \
+    embedding_grad_chunks<CT>(dout, ids, workspace, N, V, D, chunk);                           \
   }
 
 AICFC_EMBEDDING(i32, int32_t)
@@ -290,7 +301,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
                                      int32_t D, int32_t chunk, int32_t split) {
   __shared__ float4 red[kThreads / 32][32];
   const char* ws = reinterpret_cast<const char*>(workspace);
-  if (D % 4 == 0 && aligned16(dtable))
+  if (D % 4 == 0 && aicfc::aligned16(dtable))
     grad_combine<4>(dtable, ws, N, V, D, chunk, split, red);
   else
     grad_combine<1>(dtable, ws, N, V, D, chunk, split, red);

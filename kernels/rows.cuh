@@ -44,9 +44,4 @@ __device__ __forceinline__ float team_max(float v, float* scratch) {
   return team_reduce(v, scratch, MaxOp());
 }
 
-// Whether a (possibly null) pointer allows 16-byte vector accesses.
-__device__ __forceinline__ bool aligned16(const void* p) {
-  return ((unsigned long long)p & 15ull) == 0;
-}
-
 }  // namespace aicfc

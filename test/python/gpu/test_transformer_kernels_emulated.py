@@ -356,7 +356,7 @@ def test_embedding_backward_over_chunks_matches_float64_and_its_stated_order(chu
 
 def test_embedding_backward_matches_torch_and_repeats_bit_for_bit():
     rng = np.random.default_rng(700)
-    v, d, n = 300, 64, 513  # 3 chunks, vocabulary rows that never occur
+    v, d, n = 120, 64, 513  # 3 chunks, vocabulary rows that never occur
     ids = rng.integers(0, v, n).astype(np.int32)
     dout = f32(rng, n, d)
     first = embedding_backward(dout, ids, v)
@@ -381,7 +381,7 @@ def test_embedding_backward_drops_ids_out_of_range():
 
 
 @pytest.mark.parametrize(
-    "v", [pytest.param(3000, id="V3000"), pytest.param(50257, id="V50257", marks=pytest.mark.slow)]
+    "v", [pytest.param(1500, id="V1500"), pytest.param(50257, id="V50257", marks=pytest.mark.slow)]
 )
 def test_embedding_backward_with_a_large_vocabulary(v):
     rng = np.random.default_rng(800)
