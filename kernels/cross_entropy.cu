@@ -23,7 +23,8 @@
 // the team combines the pairs (max first, then the rescaled sums, in warp order).
 // Pass 2 rereads the row (from L2 for a 200 KB row) and writes dlogits.
 // Loss: each block adds its rows' losses in row order into a partial; the last block
-// to finish (common.cuh's last_block_done) adds the partials in block order.
+// to finish (common.cuh's last_block_done) adds the partials in a fixed order (thread
+// i of its 256 takes partials i, i + 256, ...; then warps, then the warps' sums).
 // Workspace: uint32 ticket at byte 0 (zeroed at load, reset by the last block), float
 // partials from byte 256, one per block. Deterministic: fixed orders throughout, and
 // the only atomic is the integer ticket.
@@ -100,13 +101,21 @@ __device__ void softmax_cross_entropy(const float* __restrict__ logits,
     partials[blockIdx.x] = p;
   }
   if (aicfc::last_block_done(counter)) {
-    // One warp adds the partials: lane i takes partials i, i + 32, ... in order, then
-    // the lanes' sums are added by the fixed butterfly of warp_sum.
-    if (threadIdx.y == 0 && t < 32) {
-      float a = 0.0f;
-      for (unsigned b = t; b < gridDim.x; b += 32) a += __ldcg(partials + b);
-      a = aicfc::warp_sum(a);
-      if (t == 0) loss[0] = a * (1.0f / (float)N);
+    // Thread i of the block adds partials i, i + threads, ... (eight loads in flight),
+    // each warp's sums meet in warp_sum's fixed butterfly, and thread 0 adds the warps'
+    // sums in warp order.
+    const int threads = (int)(blockDim.x * blockDim.y);
+    const int lin = (int)(threadIdx.y * blockDim.x) + t;
+    float a = 0.0f;
+#pragma unroll 8
+    for (int b = lin; b < (int)gridDim.x; b += threads) a += __ldcg(partials + b);
+    a = aicfc::warp_sum(a);
+    if ((lin & 31) == 0) rows[lin >> 5] = a;  // rows[] is free again: its readers synced
+    __syncthreads();
+    if (lin == 0) {
+      float total = 0.0f;
+      for (int w = 0; w < threads / 32; ++w) total += rows[w];
+      loss[0] = total * (1.0f / (float)N);
     }
   }
 }

@@ -26,8 +26,8 @@
 // aicfc_layer_norm_param_grad_f32: dw[c] and db[c] (each optional) from the partials,
 //   in a fixed order.
 //   ABI: (dw [D]|null, db [D]|null, workspace, int32 blocks, int32 D).
-//   Grid: (ceil(D / 32), 2), block (32, 8): y = 0 sums dw, y = 1 db; thread row ty adds
-//   partials ty, ty + 8, ... in order, then row 0 adds the 8 row sums in order.
+//   Grid: (ceil(D / 32), 2), block (32, 32): y = 0 sums dw, y = 1 db; thread row ty adds
+//   partials ty, ty + 32, ... in order, then row 0 adds the 32 row sums in order.
 //
 // Row kernels (rows.cuh): a team of blockDim.x threads per row, blockDim.y rows per
 // block, grid-stride over rows. Each thread holds 16 elements of its row in registers,
@@ -302,10 +302,10 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads)
     layer_norm_grad_rows<1>(dy, x, mean, rstd, w, dres, dx, workspace, N, D, sh);
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(1024)
     aicfc_layer_norm_param_grad_f32(float* dw, float* db, const float* workspace, int32_t blocks,
                                     int32_t D) {
-  __shared__ float rows[8][33];
+  __shared__ float rows[32][33];
   float* dst = blockIdx.y == 0 ? dw : db;
   if (!dst) return;  // uniform over the block
   const float* src = workspace + (size_t)blockIdx.y * blocks * D;
@@ -313,14 +313,14 @@ extern "C" __global__ void __launch_bounds__(256)
   float a = 0.0f;
   if (c < D) {
 #pragma unroll 4
-    for (int g = (int)threadIdx.y; g < blocks; g += 8) a += __ldg(src + (size_t)g * D + c);
+    for (int g = (int)threadIdx.y; g < blocks; g += 32) a += __ldg(src + (size_t)g * D + c);
   }
   rows[threadIdx.y][threadIdx.x] = a;
   __syncthreads();
   if (threadIdx.y == 0 && c < D) {
     float t = 0.0f;
-#pragma unroll
-    for (int r = 0; r < 8; ++r) t += rows[r][threadIdx.x];
+#pragma unroll 8
+    for (int r = 0; r < 32; ++r) t += rows[r][threadIdx.x];
     dst[c] = t;
   }
 }

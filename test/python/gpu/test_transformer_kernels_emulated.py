@@ -401,11 +401,13 @@ def test_embedding_backward_with_a_large_vocabulary(v):
 # ----------------------------------------------------------------------------
 
 
-def softmax_cross_entropy(x: np.ndarray, y: np.ndarray, dloss: float, times: int = 1):
-    """(loss, dlogits, workspace) after `times` launches of aicfc_softmax_cross_entropy_f32_*."""
+def softmax_cross_entropy(x: np.ndarray, y: np.ndarray, dloss: float, times: int = 1, block=None):
+    """(loss, dlogits, workspace) after `times` launches of aicfc_softmax_cross_entropy_f32_*
+    (`block`: another (team, rows) than the launch rule's)."""
     n, v = x.shape
-    block, grid = tl.cross_entropy_block(v), tl.cross_entropy_grid(n, v)
-    ws = EmuArray(np.zeros(tl.cross_entropy_workspace(n, v), np.uint8))
+    block = block or tl.cross_entropy_block(v)
+    grid = (tl.cdiv(n, block[1]),)
+    ws = EmuArray(np.zeros(256 + 4 * grid[0], np.uint8))
     loss, dx = poison(), poison(n, v)
     fn = kernel("cross_entropy.cu", f"aicfc_softmax_cross_entropy_f32_{label_suffix(y)}")
     args = (EmuArray(x), EmuArray(y), EmuArray(np.array(dloss, np.float32)), loss, dx, ws)
@@ -421,7 +423,12 @@ def torch_cross_entropy(x, y, dloss):
     return float(loss.detach()), xt.grad.numpy()
 
 
-CE_SHAPES = [(37, 65, "int32"), (5, 1000, "int64"), (9, 4097, "int32"), (3, 50257, "int64")]
+CE_SHAPES = [
+    (37, 65, "int32"),
+    (5, 1000, "int64"),
+    (9, 4097, "int32"),
+    (3, 50257, "int64"),
+]
 
 
 @pytest.mark.parametrize(("n", "v", "lt"), CE_SHAPES, ids=[f"{n}x{v}" for n, v, _ in CE_SHAPES])
@@ -434,6 +441,14 @@ def test_softmax_cross_entropy_matches_torch(n, v, lt):
     assert rel_err(loss, ref_loss) < TOL
     assert rel_err(dx, ref_dx) < TOL
     assert not ws[:4].any()  # the ticket is back at zero for the next replay
+
+
+def test_softmax_cross_entropy_adds_more_partials_than_the_last_block_has_threads():
+    rng = np.random.default_rng(904)
+    x, y = f32(rng, 300, 65, scale=2.0), rng.integers(0, 65, 300).astype(np.int32)
+    loss, dx, _ = softmax_cross_entropy(x, y, 1.0, block=(32, 1))  # 300 partials, 32 threads
+    ref_loss, ref_dx = torch_cross_entropy(x, y, 1.0)
+    assert rel_err(loss, ref_loss) < TOL and rel_err(dx, ref_dx) < TOL
 
 
 def test_softmax_cross_entropy_is_bit_identical_across_runs():

@@ -51,7 +51,7 @@ def layer_norm_grad_workspace(blocks: int, d: int) -> int:
 
 def layer_norm_param_grad_grid(d: int) -> tuple[tuple[int, int], tuple[int, int]]:
     """(grid, block) of aicfc_layer_norm_param_grad_f32."""
-    return (cdiv(d, 32), 2), (32, 8)
+    return (cdiv(d, 32), 2), (32, 32)
 
 
 # --- embedding.cu ----------------------------------------------------------
