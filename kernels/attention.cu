@@ -175,6 +175,22 @@ __device__ __forceinline__ void store_pt(float* Pt, const float vals[4][kTile / 
     st4(Pt + pl.col(n) * kTile + c, make_float4(vals[0][n], vals[1][n], vals[2][n], vals[3][n]));
 }
 
+// Rows row0 + r (those below T) of a [T, D] matrix at g = the thread's output block
+// acc[r][m] (columns ocol(m)) times mul[r].
+template <int D, int TX>
+__device__ __forceinline__ void store_rows(float* g, int row0, int T, const float acc[4][D / TX],
+                                           const float mul[4], const Place<TX>& pl) {
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    if (row0 + r >= T) continue;
+    float* row = g + (size_t)(row0 + r) * D + pl.tx * 4;
+#pragma unroll
+    for (int c = 0; c < D / TX; c += 4)
+      st4(row + c / 4 * 4 * TX, make_float4(acc[r][c] * mul[r], acc[r][c + 1] * mul[r],
+                                            acc[r][c + 2] * mul[r], acc[r][c + 3] * mul[r]));
+  }
+}
+
 __device__ __forceinline__ uint32_t pick(const uint32_t w[4], int i) {
   return i == 0 ? w[0] : i == 1 ? w[1] : i == 2 ? w[2] : w[3];
 }
@@ -230,7 +246,7 @@ __device__ void attention_fwd(const float* __restrict__ q, const float* __restri
                               const float* __restrict__ v, const int64_t* offset,
                               float* __restrict__ out, float* __restrict__ lse, int T,
                               float scale, int causal, double p, int64_t seed) {
-  constexpr int TX = 8, NT = 16 * TX, SC = kTile / TX, OC = D / TX, OG = OC / 4;
+  constexpr int TX = 8, NT = 16 * TX, SC = kTile / TX, OC = D / TX;
   AICFC_DYNAMIC_SHARED(float, smem);
   float* Qs = smem;
   float* Ks = Qs + kTile * D;
@@ -303,23 +319,17 @@ __device__ void attention_fwd(const float* __restrict__ q, const float* __restri
     __syncthreads();
     mm_pv<D, TX>(Pt, Vs, o, pl);
   }
+  float inv[4];
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
     float lt = l[r];
 #pragma unroll
     for (int off = TX / 2; off > 0; off >>= 1) lt += __shfl_xor_sync(kFull, lt, off);
+    inv[r] = 1.0f / lt;
     const int i = q0 + pl.ty * 4 + r;
-    if (i < T) {
-      const float inv = 1.0f / lt;
-      float* orow = out + base + (size_t)i * D;
-#pragma unroll
-      for (int g = 0; g < OG; ++g)
-        st4(orow + g * 4 * TX + pl.tx * 4,
-            make_float4(o[r][g * 4] * inv, o[r][g * 4 + 1] * inv, o[r][g * 4 + 2] * inv,
-                        o[r][g * 4 + 3] * inv));
-      if (pl.tx == 0) lse[(size_t)bh * T + i] = (m[r] + log2f(lt)) * kLn2;
-    }
+    if (i < T && pl.tx == 0) lse[(size_t)bh * T + i] = (m[r] + log2f(lt)) * kLn2;
   }
+  store_rows<D, TX>(out + base, q0 + pl.ty * 4, T, o, inv, pl);
 }
 
 template <int D>
@@ -329,8 +339,7 @@ __device__ void attention_bwd(const float* __restrict__ q, const float* __restri
                               float* __restrict__ dq, float* __restrict__ dk,
                               float* __restrict__ dv, const float* __restrict__ delta, int T,
                               float scale, int causal, double p, int64_t seed) {
-  constexpr int TX = D == 128 ? 16 : 8, NT = 16 * TX, SC = kTile / TX, OC = D / TX,
-                OG = OC / 4;
+  constexpr int TX = D == 128 ? 16 : 8, NT = 16 * TX, SC = kTile / TX, OC = D / TX;
   AICFC_DYNAMIC_SHARED(float, smem);
   float* Ks = smem;
   float* Vs = Ks + kTile * D;
@@ -398,20 +407,9 @@ __device__ void attention_bwd(const float* __restrict__ q, const float* __restri
     mm_pv<D, TX>(Ps, dOs, dva, pl);
     mm_pv<D, TX>(dSs, Qs, dka, pl);
   }
-#pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    const int j = k0 + pl.ty * 4 + r;
-    if (j < T) {
-#pragma unroll
-      for (int g = 0; g < OG; ++g) {
-        const size_t o = base + (size_t)j * D + g * 4 * TX + pl.tx * 4;
-        st4(dv + o, make_float4(dva[r][g * 4], dva[r][g * 4 + 1], dva[r][g * 4 + 2],
-                                dva[r][g * 4 + 3]));
-        st4(dk + o, make_float4(dka[r][g * 4] * scale, dka[r][g * 4 + 1] * scale,
-                                dka[r][g * 4 + 2] * scale, dka[r][g * 4 + 3] * scale));
-      }
-    }
-  }
+  const float ones[4] = {1.0f, 1.0f, 1.0f, 1.0f}, scales[4] = {scale, scale, scale, scale};
+  store_rows<D, TX>(dv + base, k0 + pl.ty * 4, T, dva, ones, pl);
+  store_rows<D, TX>(dk + base, k0 + pl.ty * 4, T, dka, scales, pl);
 
   // Phase 2: dq of query tile t (rows i = q0 + 4 ty + r), over the key tiles.
   const int q0 = t * kTile;
@@ -459,17 +457,7 @@ __device__ void attention_bwd(const float* __restrict__ q, const float* __restri
     __syncthreads();
     mm_pv<D, TX>(dSs, Ks, dqa, pl);
   }
-#pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    const int i = q0 + pl.ty * 4 + r;
-    if (i < T) {
-#pragma unroll
-      for (int g = 0; g < OG; ++g)
-        st4(dq + base + (size_t)i * D + g * 4 * TX + pl.tx * 4,
-            make_float4(dqa[r][g * 4] * scale, dqa[r][g * 4 + 1] * scale,
-                        dqa[r][g * 4 + 2] * scale, dqa[r][g * 4 + 3] * scale));
-    }
-  }
+  store_rows<D, TX>(dq + base, q0 + pl.ty * 4, T, dqa, scales, pl);
 }
 
 }  // namespace
