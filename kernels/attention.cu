@@ -102,7 +102,7 @@ struct Place {
   __device__ __forceinline__ int col(int n) const { return (n >> 2) * (4 * TX) + tx * 4 + (n & 3); }
 };
 
-// acc[r][n] += sum_c A[4 ty + r][c] B[col(n)][c] over the D columns of two swizzled tiles.
+// acc[r][n] = sum_c A[4 ty + r][c] B[col(n)][c] over the D columns of two swizzled tiles.
 // Rows 4 ty + r share (row / 4) % 8 = ty % 8, and rows col(n) share tx % 8, so each
 // operand needs one XOR per chunk and immediate offsets otherwise.
 template <int D, int TX>
@@ -112,6 +112,10 @@ __device__ __forceinline__ void mm_abt(const float* A, const float* B, float acc
   const float* a0 = A + pl.ty * 4 * D;
   const float* b0 = B + pl.tx * 4 * D;
   const int xa = pl.ty & 7, xb = pl.tx & 7;
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int n = 0; n < SC; ++n) acc[r][n] = 0.0f;
   for (int ch = 0; ch < D / 4; ++ch) {
     const int ca = (ch ^ xa) << 2, cb = (ch ^ xb) << 2;
     float4 a[4];
@@ -274,10 +278,6 @@ __device__ void attention_fwd(const float* __restrict__ q, const float* __restri
     load_tile<D, NT>(Vs, v + base, k0, T);
     __syncthreads();
     float s[4][SC];
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-#pragma unroll
-      for (int n = 0; n < SC; ++n) s[r][n] = 0.0f;
     mm_abt<D, TX>(Qs, Ks, s, pl);
     // Bit 4 (r SC / 4 + g) + u: element (r, 4 g + u), flat ((bh T + i) T + j).
     const uint32_t kept = drop.mask(4 * SC / 4, SC / 4,
@@ -375,10 +375,6 @@ __device__ void attention_bwd(const float* __restrict__ q, const float* __restri
     load_vec(dl_s, dl_bh, q0, T);
     __syncthreads();
     float st[4][SC], dpt[4][SC];  // S^T and (dout v^T)^T: rows j, columns i = q0 + col(n)
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-#pragma unroll
-      for (int n = 0; n < SC; ++n) st[r][n] = dpt[r][n] = 0.0f;
     mm_abt<D, TX>(Ks, Qs, st, pl);
     mm_abt<D, TX>(Vs, dOs, dpt, pl);
     // Bit 4 n + r: element (i = q0 + col(n), j = j0 + r), flat ((bh T + i) T + j); the
@@ -432,10 +428,6 @@ __device__ void attention_bwd(const float* __restrict__ q, const float* __restri
     load_tile<D, NT>(Vs, v + base, kk0, T);
     __syncthreads();
     float s[4][SC], dp[4][SC];  // S and dout v^T: rows i, columns j = kk0 + col(n)
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-#pragma unroll
-      for (int n = 0; n < SC; ++n) s[r][n] = dp[r][n] = 0.0f;
     mm_abt<D, TX>(Qs, Ks, s, pl);
     mm_abt<D, TX>(dOs, Vs, dp, pl);
     const uint32_t kept = drop.mask(4 * SC / 4, SC / 4,
