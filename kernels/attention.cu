@@ -25,9 +25,11 @@
 //   Grid: (BH, ceil(T / 64)): block y takes query tile ceil(T / 64) - 1 - y, so the
 //   longest causal rows start first; 128 threads. Dynamic shared memory: 4 (3 x 64 d +
 //   64 x 64) bytes (40, 64, 112 KB for d = 32, 64, 128; set the function's
-//   MaxDynamicSharedMemorySize above 48 KB).
+//   MaxDynamicSharedMemorySize above 48 KB). Each output row is written by one block
+//   in a fixed order: deterministic.
 // aicfc_attention_bwd_delta_f32: D = rowsum(dout o out), the backward's pre-pass.
-//   ABI: (out, dout, workspace (D [BH T]), int32 rows (BH T), int32 d).
+//   ABI: (out, dout, workspace (D [BH T] float32, written whole: no zeroing needed),
+//         int32 rows (BH T), int32 d).
 //   Grid: ceil(rows / (256 / (d / 4))) blocks of 256 threads; d / 4 lanes a row, d in
 //   {32, 64, 128}.
 // aicfc_attention_bwd_f32_d{32,64,128}: dq, dk, dv. Block (bh, t) computes dk and dv of
@@ -36,7 +38,7 @@
 //   fixed order, with no atomics: deterministic, bit-identical from run to run, at
 //   the price of computing S and dout v^T twice (7 tile products instead of
 //   FlashAttention-2's 5 with atomic dq). Causal work per block is the same for every
-//   t (T / 64 + 1 tile pairs).
+//   t (ceil(T / 64) + 1 tile pairs).
 //   ABI: (q, k, v, dout, lse, offset|null, dq, dk, dv, workspace (D from the pre-pass),
 //         int32 BH, int32 T, float scale, int32 causal, double p, int64 seed).
 //   Grid: (BH, ceil(T / 64)); 128 threads (d = 32, 64) or 256 (d = 128). Dynamic shared
