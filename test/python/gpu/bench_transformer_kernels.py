@@ -23,7 +23,7 @@ import cupy
 import numpy as np
 import torch
 
-from aicfc.runtime import cuda_abi
+from aicfc.runtime.cuda import abi as cuda_abi
 from gpu import transformer_launch as tl
 
 REPEAT = 20

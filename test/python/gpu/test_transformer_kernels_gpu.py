@@ -1,7 +1,7 @@
 """The transformer kernels on the GPU at the sizes of issue 12's configs.
 
 layernorm.cu, embedding.cu, cross_entropy.cu and attention.cu, compiled by NVRTC as
-the CuPy backend compiles them (cuda_abi.load_module, ABI version checked), launched
+the CuPy backend compiles them (runtime/cuda/abi.py load_module, ABI version checked), launched
 with gpu/transformer_launch.py's geometry, against float64 PyTorch on the same device
 (autograd for the backward kernels), by norm-wise relative error (1e-5, strict fp32).
 Sizes: gpt-tiny (B 32, T 64, d_model 128, 4 heads, V 65) and nanogpt-char (B 64, T 256,
@@ -37,7 +37,7 @@ def dev() -> Any:
 def launch(source: str, symbol: str, grid, block, args, shared: int = 0) -> None:
     import cupy
 
-    from aicfc.runtime import cuda_abi
+    from aicfc.runtime.cuda import abi as cuda_abi
 
     fn = cuda_abi.load_module(source).get_function(symbol)
     if shared > 48 * 1024:

@@ -4,7 +4,7 @@ layernorm.cu, embedding.cu, cross_entropy.cu and attention.cu have no registry
 entries or launchers yet (issue 11 defines their ops); these helpers give each
 kernel's grid, block, dynamic shared memory and workspace size from the shapes, for
 the emulated tests, the GPU tests and tools/bench_transformer_kernels.py. They are
-meant to move into the launchers (runtime/cuda/) unchanged.
+meant to move into the launchers (runtime/cuda/launchers/) unchanged.
 """
 
 from __future__ import annotations
