@@ -28,6 +28,17 @@ typedef unsigned long long uint64_t;
 #define AICFC_EXPORT_ABI_VERSION \
   extern "C" __constant__ int aicfc_abi_version = AICFC_KERNEL_ABI_VERSION;
 
+// Dynamic shared memory (the launch's shared_mem bytes, 16-byte aligned) as `T* name`.
+// The CPU emulator (test/python/gpu/cuda_emu.h) gives each block a buffer of its own,
+// since `extern __shared__` has no meaning in plain C++.
+#ifdef AICFC_EMULATOR
+#define AICFC_DYNAMIC_SHARED(T, name) T* name = emu::dynamic_shared<T>()
+#else
+#define AICFC_DYNAMIC_SHARED(T, name)                                    \
+  extern __shared__ __align__(16) unsigned char aicfc_dynamic_shared_[]; \
+  T* name = reinterpret_cast<T*>(aicfc_dynamic_shared_)
+#endif
+
 // Activations of the GEMM epilogue (the `act` scalar): none=0, relu=1, gelu=2.
 #define AICFC_ACT_NONE 0
 #define AICFC_ACT_RELU 1
@@ -62,6 +73,14 @@ __device__ __forceinline__ float load_op(const float* __restrict__ x, int r, int
   return T ? __ldg(x + (size_t)c * ld + r) : __ldg(x + (size_t)r * ld + c);
 }
 
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+__device__ __forceinline__ float quiet_nan() { return __int_as_float(0x7fc00000); }
+
+// Whether a (possibly null) pointer allows 16-byte vector accesses.
+__device__ __forceinline__ bool aligned16(const void* p) {
+  return ((unsigned long long)p & 15ull) == 0;
+}
+
 // Sum over a warp with shuffles (all 32 lanes active).
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -90,17 +109,19 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 // The "last block finishes" pattern (CUDA sample threadFenceReduction): each block
 // publishes its partial result, then takes a ticket; the block that draws the last
 // ticket sees every partial and resets the counter so that a replayed graph starts
-// from zero again. Returns true in every thread of the last block.
+// from zero again. Returns true in every thread of the last block (of any block shape:
+// the first thread of the block takes the ticket).
 __device__ __forceinline__ bool last_block_done(uint32_t* counter) {
   __shared__ bool is_last;
+  bool first = (threadIdx.x | threadIdx.y | threadIdx.z) == 0;
   __threadfence();
   __syncthreads();
-  if (threadIdx.x == 0) {
+  if (first) {
     uint32_t ticket = atomicAdd(counter, 1u);
     is_last = (ticket == gridDim.x * gridDim.y - 1);
   }
   __syncthreads();
-  if (is_last && threadIdx.x == 0) *counter = 0u;
+  if (is_last && first) *counter = 0u;
   return is_last;
 }
 

@@ -177,3 +177,14 @@ def test_a_label_out_of_range_gives_a_nan_loss_and_a_zero_gradient_row():
     ref = reference.cross_entropy_grad(x[ok].astype(np.float64), y[ok], np.float64(1.0))[0]
     assert rel_err(dx[ok], ref * len(ok) / 9) < TOL
     assert rel_err(outs[2].array, dx.sum(axis=0)) < TOL
+
+
+@pytest.mark.parametrize(("n", "p", "offset"), [(1001, 0.1, 7), (64, 0.5, (1 << 33) + 5)])
+def test_dropout_keeps_the_reference_mask(n, p, offset):
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal(n).astype(np.float32)
+    out = EmuArray(np.full(n, np.nan, np.float32))
+    params = {"p": p, "seed": (1 << 40) + 3}
+    run("cuda.dropout_f32", [EmuArray(x), EmuArray(np.array(offset, np.int64))], [out], params)
+    (ref,) = reference.dropout(x, np.array(offset), p=p, seed=params["seed"])
+    assert out.array.tobytes() == ref.tobytes()
