@@ -18,6 +18,8 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import erf
 
+from aicfc.dialects.activation_table import FACTS
+
 Array = np.ndarray
 RefFn = Callable[..., tuple[Array, ...]]
 
@@ -39,11 +41,9 @@ def matmul(
 
 
 def _activate(z: Array, act: str) -> Array:
-    if act == "relu":
-        return np.maximum(z, 0).astype(z.dtype)
-    if act == "gelu":
-        return gelu(z)[0]
-    return z
+    """act(z) by the reference of the activation's op (its row of the activation table)."""
+    facts = FACTS.get(act)
+    return z if facts is None else REFERENCE[facts.op](z)[0]
 
 
 def gemm_epilogue(
@@ -265,7 +265,9 @@ def dropout_grad(dy: Array, offset: Array, *, p: float, seed: int) -> tuple[Arra
 
 
 def epilogue_grad(dy: Array, saved: Array, *, act: str) -> tuple[Array, Array]:
-    dz = relu_grad(dy, saved)[0] if act == "relu" else gelu_grad(dy, saved)[0]
+    """(dZ, dbias): dZ = act_grad(dY, saved) by the reference of the activation's gradient
+    op, dbias = the column sum of dZ."""
+    dz = REFERENCE[FACTS[act].grad_op](dy, saved)[0]
     return dz, np.sum(dz, axis=0).astype(dz.dtype)
 
 

@@ -69,6 +69,14 @@ func.func @gemm_epilogue_pre_act_without_act(%x: tensor<8x4xf32>, %w: tensor<4x1
 
 // -----
 
+func.func @gemm_epilogue_act_without_epilogue_form(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.gemm_epilogue: act tanh has no epilogue form (expected none, relu or gelu)
+  %y = graph.gemm_epilogue %x, %w act = tanh : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+  func.return
+}
+
+// -----
+
 func.func @bias_add_shape(%x: tensor<8x16xf32>, %b: tensor<8xf32>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.bias_add: bias must have shape [16] (the last dim of input [8, 16]), got [8]
   %y = graph.bias_add %x, %b : (tensor<8x16xf32>, tensor<8xf32>) -> tensor<8x16xf32>
