@@ -4,7 +4,7 @@ For each op class of the graph and autodiff dialects:
 
 - metadata: an `OpInfo` trait (dialects/flags.py) with its static flag mask,
   and for a graph op its operator-report name (`DISPLAY_NAME` on the class);
-- meaning: a NumPy reference in `runtime/reference.py` `REFERENCE[op name]`
+- meaning: a NumPy reference in `runtime/reference.py` `REFERENCE[op class]`
   whose positional parameters are the op's operands and whose keyword-only
   parameters include every property (the `kernel_params()` the interpreter
   and the NumPy kernels pass); the documented exceptions graph.constant (its
@@ -111,16 +111,16 @@ def test_graph_op_has_a_display_name(d: str, op: type[Operation]) -> None:
 @pytest.mark.parametrize(("d", "op"), OPS, ids=IDS)
 def test_op_has_numpy_reference(d: str, op: type[Operation]) -> None:
     if op.name in NO_REFERENCE:
-        assert op.name not in reference.REFERENCE, (
+        assert op not in reference.REFERENCE, (
             f"{op.name} is listed as having no reference by design, but REFERENCE has one: "
             "remove it from NO_REFERENCE in this test"
         )
         return
-    assert op.name in reference.REFERENCE, (
+    assert op in reference.REFERENCE, (
         f"{op.name} has no NumPy reference: add a function to runtime/reference.py and a "
-        "REFERENCE entry"
+        f"REFERENCE entry keyed by its class ({op.__name__})"
     )
-    fn = reference.REFERENCE[op.name]
+    fn = reference.REFERENCE[op]
     params = inspect.signature(fn).parameters.values()
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     keywords = {p.name for p in params if p.kind == p.KEYWORD_ONLY}
@@ -128,13 +128,13 @@ def test_op_has_numpy_reference(d: str, op: type[Operation]) -> None:
     definition = op.get_irdl_definition()
     operands = [name for name, _ in definition.operands]
     assert len(positional) == len(operands), (
-        f"REFERENCE['{op.name}'] = {fn.__name__} takes {len(positional)} arrays "
+        f"REFERENCE[{op.__name__}] = {fn.__name__} takes {len(positional)} arrays "
         f"({[p.name for p in positional]}) but the op has operands {operands}"
     )
     properties = set(definition.properties) - STRUCTURAL_PROPERTIES
     missing = sorted(properties - keywords)
     assert not missing, (
-        f"REFERENCE['{op.name}'] = {fn.__name__} has no keyword-only parameter for the "
+        f"REFERENCE[{op.__name__}] = {fn.__name__} has no keyword-only parameter for the "
         f"properties {missing}"
     )
 
