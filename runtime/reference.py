@@ -278,7 +278,10 @@ def epilogue_grad(dy: Array, saved: Array, *, act: str) -> tuple[Array, Array]:
     return dz, np.sum(dz, axis=0).astype(dz.dtype)
 
 
-# --- optimizer steps ---------------------------------------------------------
+# --- optimizer steps (hyperparameter defaults: the op classes' DEFAULTS) --------
+
+_ADAM = ad.AdamStepOp.DEFAULTS
+_SGD = ad.SgdStepOp.DEFAULTS
 
 
 def adam_step(
@@ -289,10 +292,10 @@ def adam_step(
     step: Array,
     *,
     lr: float,
-    beta1: float = 0.9,
-    beta2: float = 0.999,
-    eps: float = 1e-8,
-    weight_decay: float = 0.0,
+    beta1: float = _ADAM["beta1"],
+    beta2: float = _ADAM["beta2"],
+    eps: float = _ADAM["eps"],
+    weight_decay: float = _ADAM["weight_decay"],
     decoupled_weight_decay: bool = False,
 ) -> tuple[Array, Array, Array, Array]:
     """torch.optim.Adam's single-tensor update, in its order of operations."""
@@ -317,8 +320,8 @@ def sgd_step(
     momentum_buffer: Array | None = None,
     *,
     lr: float,
-    momentum: float = 0.0,
-    weight_decay: float = 0.0,
+    momentum: float = _SGD["momentum"],
+    weight_decay: float = _SGD["weight_decay"],
     nesterov: bool = False,
 ) -> tuple[Array, ...]:
     """torch.optim.SGD's update with dampening 0 (buffer starting at zero)."""

@@ -9,6 +9,8 @@ safe, and the bias correction reads the step counter on the device
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import ClassVar
 
 from xdsl.dialects.builtin import Float64Type, FloatAttr, TensorType, UnitAttr, f32
@@ -73,6 +75,12 @@ class AdamStepOp(AicfcOp):
     """
 
     name = "autodiff.adam_step"
+    DEFAULTS: ClassVar[Mapping[str, float]] = MappingProxyType(
+        {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0}
+    )
+    """The defaults of the optional hyperparameters (torch.optim.Adam's; lr has none): the
+    properties, `__init__`, the NumPy reference, aicfc.optim.Adam and the CUDA launcher
+    read them here."""
     FLOPS_PER_ELEMENT: ClassVar[int] = 12
     T: ClassVar = VarConstraint("T", base(TensorType))
     S: ClassVar = VarConstraint("S", base(TensorType))
@@ -86,10 +94,10 @@ class AdamStepOp(AicfcOp):
     new_exp_avg_sq = result_def(T)
     new_step = result_def(S)
     lr = prop_def(FloatAttr[Float64Type])
-    beta1 = prop_def(FloatAttr[Float64Type], default_value=_f64(0.9))
-    beta2 = prop_def(FloatAttr[Float64Type], default_value=_f64(0.999))
-    eps = prop_def(FloatAttr[Float64Type], default_value=_f64(1e-8))
-    weight_decay = prop_def(FloatAttr[Float64Type], default_value=_f64(0.0))
+    beta1 = prop_def(FloatAttr[Float64Type], default_value=_f64(DEFAULTS["beta1"]))
+    beta2 = prop_def(FloatAttr[Float64Type], default_value=_f64(DEFAULTS["beta2"]))
+    eps = prop_def(FloatAttr[Float64Type], default_value=_f64(DEFAULTS["eps"]))
+    weight_decay = prop_def(FloatAttr[Float64Type], default_value=_f64(DEFAULTS["weight_decay"]))
     decoupled_weight_decay = opt_prop_def(UnitAttr)
     traits = traits_def(
         Pure(),
@@ -115,10 +123,10 @@ class AdamStepOp(AicfcOp):
         exp_avg_sq: SSAValue,
         step: SSAValue,
         lr: float,
-        beta1: float = 0.9,
-        beta2: float = 0.999,
-        eps: float = 1e-8,
-        weight_decay: float = 0.0,
+        beta1: float = DEFAULTS["beta1"],
+        beta2: float = DEFAULTS["beta2"],
+        eps: float = DEFAULTS["eps"],
+        weight_decay: float = DEFAULTS["weight_decay"],
         decoupled_weight_decay: bool = False,
     ):
         super().__init__(
@@ -162,6 +170,10 @@ class SgdStepOp(AicfcOp):
     """
 
     name = "autodiff.sgd_step"
+    DEFAULTS: ClassVar[Mapping[str, float]] = MappingProxyType(
+        {"momentum": 0.0, "weight_decay": 0.0}
+    )
+    """The defaults of the optional hyperparameters (torch.optim.SGD's; lr has none)."""
     FLOPS_PER_ELEMENT: ClassVar[int] = 4
     T: ClassVar = VarConstraint("T", base(TensorType))
     param = operand_def(T)
@@ -170,8 +182,8 @@ class SgdStepOp(AicfcOp):
     new_param = result_def(T)
     new_momentum_buffer = opt_result_def(T)
     lr = prop_def(FloatAttr[Float64Type])
-    momentum = prop_def(FloatAttr[Float64Type], default_value=_f64(0.0))
-    weight_decay = prop_def(FloatAttr[Float64Type], default_value=_f64(0.0))
+    momentum = prop_def(FloatAttr[Float64Type], default_value=_f64(DEFAULTS["momentum"]))
+    weight_decay = prop_def(FloatAttr[Float64Type], default_value=_f64(DEFAULTS["weight_decay"]))
     nesterov = opt_prop_def(UnitAttr)
     traits = traits_def(
         Pure(),
@@ -194,8 +206,8 @@ class SgdStepOp(AicfcOp):
         grad: SSAValue,
         momentum_buffer: SSAValue | None,
         lr: float,
-        momentum: float = 0.0,
-        weight_decay: float = 0.0,
+        momentum: float = DEFAULTS["momentum"],
+        weight_decay: float = DEFAULTS["weight_decay"],
         nesterov: bool = False,
     ):
         has_buf = momentum_buffer is not None
