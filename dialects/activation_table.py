@@ -88,6 +88,9 @@ ACTIVATION_FACTS: tuple[ActivationFacts, ...] = (
     # tanh'(x) = 1 - y^2 reads the output. No epilogue form: cuBLASLt has no TANH
     # epilogue, and aicfc-fuse leaves Linear + Tanh unfused.
     ActivationFacts("tanh", code=3, saves=Saved.OUTPUT, collapses_info=False, epilogue=False),
+    # silu'(x) = s (1 + x (1 - s)), s = sigmoid(x), needs x. Our GEMM kernels fuse it;
+    # cuBLASLt has no SiLU epilogue.
+    ActivationFacts("silu", code=4, saves=Saved.INPUT, collapses_info=False, epilogue=True),
 )
 """The rows, in code order."""
 

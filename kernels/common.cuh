@@ -39,11 +39,13 @@ typedef unsigned long long uint64_t;
 #define AICFC_ACT_RELU 1
 #define AICFC_ACT_GELU 2
 #define AICFC_ACT_TANH 3
+#define AICFC_ACT_SILU 4
 
 #define AICFC_ACTIVATIONS(X) \
   X(relu, AICFC_ACT_RELU)    \
   X(gelu, AICFC_ACT_GELU)    \
-  X(tanh, AICFC_ACT_TANH)
+  X(tanh, AICFC_ACT_TANH)    \
+  X(silu, AICFC_ACT_SILU)
 
 namespace aicfc {
 
@@ -68,6 +70,15 @@ __device__ __forceinline__ float gelu_grad(float dy, float x) { return dy * gelu
 // tanh: dx = dy (1 - y^2) (reference.tanh, tanh_grad).
 __device__ __forceinline__ float tanh(float x) { return tanhf(x); }
 __device__ __forceinline__ float tanh_grad(float dy, float y) { return dy * (1.0f - y * y); }
+
+// silu: y = x sigmoid(x) (Elfwing et al. 2018); dx = dy s (1 + x (1 - s)), s = sigmoid(x)
+// (reference.silu, silu_grad).
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float silu(float x) { return x * sigmoid(x); }
+__device__ __forceinline__ float silu_grad(float dy, float x) {
+  float s = sigmoid(x);
+  return dy * s * (1.0f + x * (1.0f - s));
+}
 
 #define AICFC_ACTIVATE_CASE(NAME, CODE) \
   case CODE:                            \

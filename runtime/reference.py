@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from scipy.special import erf
+from scipy.special import erf, expit
 from xdsl.context import Context
 from xdsl.ir import Operation
 
@@ -99,6 +99,11 @@ def gelu(x: Array) -> tuple[Array]:
 
 def tanh(x: Array) -> tuple[Array]:
     return (np.tanh(x),)
+
+
+def silu(x: Array) -> tuple[Array]:
+    """x * sigmoid(x) (Elfwing et al. 2018; torch.nn.functional.silu)."""
+    return ((x * expit(x)).astype(x.dtype),)
 
 
 # --- dropout: Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy
@@ -244,6 +249,12 @@ def tanh_grad(dy: Array, y: Array) -> tuple[Array]:
     return (dy * (1 - y * y),)
 
 
+def silu_grad(dy: Array, x: Array) -> tuple[Array]:
+    """dy * silu'(x), silu'(x) = s (1 + x (1 - s)) with s = sigmoid(x)."""
+    s = expit(x)
+    return ((dy * (s * (1 + x * (1 - s)))).astype(dy.dtype),)
+
+
 def softmax_grad(dy: Array, y: Array, *, axis: int) -> tuple[Array]:
     return (y * (dy - np.sum(dy * y, axis=axis, keepdims=True)),)
 
@@ -347,6 +358,7 @@ REFERENCE: dict[type[Operation], RefFn] = {
     g.ReluOp: relu,
     g.GeluOp: gelu,
     g.TanhOp: tanh,
+    g.SiluOp: silu,
     g.DropoutOp: dropout,
     g.ReshapeOp: reshape,
     g.TransposeOp: transpose,
@@ -358,6 +370,7 @@ REFERENCE: dict[type[Operation], RefFn] = {
     ad.ReluGradOp: relu_grad,
     ad.GeluGradOp: gelu_grad,
     ad.TanhGradOp: tanh_grad,
+    ad.SiluGradOp: silu_grad,
     ad.SoftmaxGradOp: softmax_grad,
     ad.CrossEntropyGradOp: cross_entropy_grad,
     ad.CrossEntropyWithGradOp: cross_entropy_with_grad,

@@ -54,6 +54,8 @@ __all__ = [
     "GeluOp",
     "ReluGradOp",
     "ReluOp",
+    "SiluGradOp",
+    "SiluOp",
     "TanhGradOp",
     "TanhOp",
 ]
@@ -69,6 +71,7 @@ class Activation(StrEnum):
     RELU = "relu"
     GELU = "gelu"
     TANH = "tanh"
+    SILU = "silu"
 
 
 def forward_info(act: Activation, extra: OpFlag = F.NONE) -> OpInfo:
@@ -214,6 +217,47 @@ class TanhGradOp(ActivationGradOp):
 
 
 # ----------------------------------------------------------------------------
+# silu
+# ----------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class SiluOp(ActivationOp):
+    """y = x * sigmoid(x), the sigmoid-weighted linear unit (Elfwing et al. 2018;
+    torch.nn.SiLU, the activation of LLaMA-style MLPs).
+
+    ```mlir
+    %y = graph.silu %x : tensor<8x16xf32>
+    ```
+    """
+
+    name = "graph.silu"
+    DISPLAY_NAME: ClassVar[str] = "SiLU"
+    FLOPS_PER_ELEMENT: ClassVar[int] = 4
+    traits = traits_def(Pure(), forward_info(Activation.SILU))
+
+
+@irdl_op_definition
+class SiluGradOp(ActivationGradOp):
+    """dx = dy * s (1 + x (1 - s)), s = sigmoid(x), with x the silu's input.
+
+    ```mlir
+    %dx = autodiff.silu_grad %dy, %x : tensor<8x16xf32>
+    ```
+    """
+
+    name = "autodiff.silu_grad"
+    FLOPS_PER_ELEMENT: ClassVar[int] = 7
+    traits = traits_def(
+        Pure(),
+        grad_info(
+            Activation.SILU,
+            why_not="its VJP needs silu''(x) = s (1 - s) (2 + x (1 - 2 s)), which no op computes",
+        ),
+    )
+
+
+# ----------------------------------------------------------------------------
 # The table
 # ----------------------------------------------------------------------------
 
@@ -246,6 +290,7 @@ ACTIVATIONS: dict[Activation, ActivationOps] = {
         ActivationOps(Activation.RELU, ReluOp, ReluGradOp),
         ActivationOps(Activation.GELU, GeluOp, GeluGradOp),
         ActivationOps(Activation.TANH, TanhOp, TanhGradOp),
+        ActivationOps(Activation.SILU, SiluOp, SiluGradOp),
     )
 }
 """Activation -> its row with the classes of its ops (one per row of the facts, and one per
