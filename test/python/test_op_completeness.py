@@ -323,13 +323,19 @@ def test_activation_has_its_c_code_and_math_in_common_cuh(name: str) -> None:
     text = (ROOT / "kernels" / "common.cuh").read_text()
     code = FACTS[name].code if name in FACTS else None
     codes = header_codes(text)
-    assert codes.get(name) == code, (
-        f"activation {name}: kernels/common.cuh has `#define AICFC_ACT_{name.upper()} "
-        f"{codes.get(name)}`, the table's code is {code}"
+    macro = f"AICFC_ACT_{name.upper()}"
+    assert name in codes, (
+        f"activation {name}: kernels/common.cuh has no `#define {macro} {code}` (its code in "
+        "the activation table)"
     )
-    assert (name, f"AICFC_ACT_{name.upper()}") in header_rows(text), (
-        f"activation {name}: no `X({name}, AICFC_ACT_{name.upper()})` row in "
-        "AICFC_ACTIVATIONS of kernels/common.cuh"
+    assert codes[name] == code, (
+        f"activation {name}: kernels/common.cuh has `#define {macro} {codes[name]}`, the "
+        f"activation table's code is {code}"
+    )
+    assert (name, macro) in header_rows(text), (
+        f"activation {name}: no `X({name}, {macro})` row in AICFC_ACTIVATIONS of "
+        "kernels/common.cuh (elementwise.cu makes its kernels and activate() applies it "
+        "from that row)"
     )
     for fn in (f"{name}(float x)", f"{name}_grad(float dy, float "):
         assert re.search(r"__device__ __forceinline__ float " + re.escape(fn), text), (
@@ -437,4 +443,7 @@ def test_activation_has_an_nn_module(name: str) -> None:
         f"activation {name}: no aicfc.nn module emits graph.{name} (a _Pointwise subclass with "
         f"OP = {row.forward.__name__} in aicfc/nn.py, listed in __all__)"
     )
-    assert modules[0].__name__ in nn.__all__, f"activation {name}: {modules[0].__name__}"
+    assert modules[0].__name__ in nn.__all__, (
+        f"activation {name}: aicfc.nn.{modules[0].__name__} emits graph.{name} but is not in "
+        "aicfc.nn's __all__"
+    )
