@@ -58,19 +58,10 @@ extern "C" __global__ void aicfc_bias_add_f32(const float* x,
   }
 
 
-#define AICFC_GRAD(NAME, EXPR)                                                             \
-  extern "C" __global__ void aicfc_##NAME##_f32(const float* dy_,             \
-                                                const float* s_,              \
-                                                float* out, int64_t n) {      \
-    AICFC_GRID_STRIDE(i, n) {                                                              \
-      float dy = dy_[i], s = s_[i];                                                        \
-      out[i] = EXPR;                                                                       \
-    }                                                                                      \
-  }
-
+// An activation's kernels: y = act(x), and its gradient as a binary kernel of (dy, s).
 #define AICFC_ACTIVATION_KERNELS(NAME, CODE) \
   AICFC_UNARY(NAME, aicfc::NAME(x))          \
-  AICFC_GRAD(NAME##_grad, aicfc::NAME##_grad(dy, s))
+  AICFC_BINARY(NAME##_grad, float, f32, aicfc::NAME##_grad(x, y))
 
 AICFC_ACTIVATIONS(AICFC_ACTIVATION_KERNELS)
 

@@ -13,11 +13,7 @@ from aicfc.runtime import registry
 from aicfc.runtime.cuda import launch
 from aicfc.runtime.cuda.abi import CudaKernelError, Launch
 from aicfc.runtime.cuda.cublaslt import EPILOGUES
-from aicfc.runtime.cuda.launchers.common import (
-    Buffers,
-    LoadContext,
-    Params,
-)
+from aicfc.runtime.cuda.launchers.common import Buffers, LoadContext, Params
 from aicfc.runtime.cuda.launchers.gemm import gemm_operands
 from aicfc.runtime.registry import KernelSpec
 from aicfc.runtime.registry_cuda import ACTIVATION_KERNELS
