@@ -9,7 +9,7 @@ and layouts, what it refuses
 parameters and, for CUDA kernels, the `.cu` source and `extern "C"` symbol
 (docs/design.md#kernel-selection). `aicfc-lower-exec` reads this table and
 `runtime/selector.py` scores its entries, so this module imports no backend,
-no xDSL IR and no NumPy. Activations come from the plain-data activation table
+no xDSL and no NumPy. Activations come from the plain-data activation table
 (dialects/activation_table.py): each one's kernels and which kernels apply it.
 
 Launch ABI, the same for every kernel (architecture §5): input buffers in the
