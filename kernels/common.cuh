@@ -39,15 +39,33 @@ typedef unsigned long long uint64_t;
   T* name = reinterpret_cast<T*>(aicfc_dynamic_shared_)
 #endif
 
-// Activations of the GEMM epilogue (the `act` scalar): none=0, relu=1, gelu=2.
+// Activations, one row each as in dialects/activation_table.py (test_activation_table.py
+// checks that these codes equal the table's). AICFC_ACT_<NAME> is the `act` scalar of the
+// GEMM and epilogue kernels (0: none); aicfc::<name>(x) is y = act(x) and
+// aicfc::<name>_grad(dy, s) is dx = dy act'(.), with s what the table says its gradient
+// saves (the input x or the output y). AICFC_ACTIVATIONS(X) lists every row as
+// X(name, code): elementwise.cu makes the kernels aicfc_<name>_f32 and
+// aicfc_<name>_grad_f32 of each, activate() and activate_grad() switch over them.
 #define AICFC_ACT_NONE 0
 #define AICFC_ACT_RELU 1
 #define AICFC_ACT_GELU 2
+#define AICFC_ACT_TANH 3
+#define AICFC_ACT_SILU 4
+
+#define AICFC_ACTIVATIONS(X) \
+  X(relu, AICFC_ACT_RELU)    \
+  X(gelu, AICFC_ACT_GELU)    \
+  X(tanh, AICFC_ACT_TANH)    \
+  X(silu, AICFC_ACT_SILU)
 
 namespace aicfc {
 
 constexpr float kSqrtHalf = 0.7071067811865476f;
 constexpr float kInvSqrt2Pi = 0.3989422804014327f;
+
+// relu: y = max(x, 0); dx = dy [y > 0] (reference.relu, relu_grad).
+__device__ __forceinline__ float relu(float x) { return x > 0.0f ? x : 0.0f; }
+__device__ __forceinline__ float relu_grad(float dy, float y) { return y > 0.0f ? dy : 0.0f; }
 
 // Exact GELU, 0.5 x (1 + erf(x / sqrt 2)) (Hendrycks and Gimpel 2016), as reference.gelu.
 __device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.0f + erff(x * kSqrtHalf)); }
@@ -58,11 +76,44 @@ __device__ __forceinline__ float gelu_deriv(float x) {
   float pdf = kInvSqrt2Pi * expf(-0.5f * x * x);
   return cdf + x * pdf;
 }
+__device__ __forceinline__ float gelu_grad(float dy, float x) { return dy * gelu_deriv(x); }
 
+// tanh: dx = dy (1 - y^2) (reference.tanh, tanh_grad).
+__device__ __forceinline__ float tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ float tanh_grad(float dy, float y) { return dy * (1.0f - y * y); }
+
+// silu: y = x sigmoid(x) (Elfwing et al. 2018); dx = dy s (1 + x (1 - s)), s = sigmoid(x)
+// (reference.silu, silu_grad).
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float silu(float x) { return x * sigmoid(x); }
+__device__ __forceinline__ float silu_grad(float dy, float x) {
+  float s = sigmoid(x);
+  return dy * s * (1.0f + x * (1.0f - s));
+}
+
+#define AICFC_ACTIVATE_CASE(NAME, CODE) \
+  case CODE:                            \
+    return aicfc::NAME(z);
+#define AICFC_ACTIVATE_GRAD_CASE(NAME, CODE) \
+  case CODE:                                 \
+    return aicfc::NAME##_grad(dy, s);
+
+// y = act(z) for the `act` code (none: z).
 __device__ __forceinline__ float activate(float z, int act) {
-  if (act == AICFC_ACT_RELU) return z > 0.0f ? z : 0.0f;
-  if (act == AICFC_ACT_GELU) return gelu(z);
-  return z;
+  switch (act) {
+    AICFC_ACTIVATIONS(AICFC_ACTIVATE_CASE)
+    default:
+      return z;
+  }
+}
+
+// dz = dy act'(.) for the `act` code, s what the activation's gradient saves (none: dy).
+__device__ __forceinline__ float activate_grad(float dy, float s, int act) {
+  switch (act) {
+    AICFC_ACTIVATIONS(AICFC_ACTIVATE_GRAD_CASE)
+    default:
+      return dy;
+  }
 }
 
 // Element (row r, col c) of op(X) where X is stored row-major with `ld` columns.

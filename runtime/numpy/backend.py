@@ -1,6 +1,7 @@
 """The NumPy backend: runs exec programs on the CPU with the reference kernels.
 
-Every kernel is `runtime.reference.REFERENCE[spec.op]`: it is called with the
+Every kernel is the reference function of its op (`runtime.reference.reference_for
+(spec.op)`, looked up once per launch when the program loads): it is called with the
 input arrays and the launch's scalar params, and each result is written into
 its output buffer with `np.copyto`. A reference function builds its whole
 result before the copy, so an output that is the same buffer as an input (an
@@ -27,7 +28,7 @@ from aicfc.dialects.roles import EXTERNAL_ROLES
 from aicfc.runtime.backend import Backend, Executable
 from aicfc.runtime.errors import ExecError, StoreError
 from aicfc.runtime.plan import BufferSpec, CopyStep, ExecPlan, LaunchStep
-from aicfc.runtime.reference import REFERENCE
+from aicfc.runtime.reference import reference_for
 from aicfc.runtime.store import STORED_ROLES, BufferStore
 
 
@@ -158,7 +159,7 @@ class NumpyExecutable(Executable):
             src, dst = self.arrays[step.source], self.arrays[step.dest]
             return lambda: np.copyto(dst, src)
         where = self.where(step)
-        fn = REFERENCE[self.kernel_spec(step).op]
+        fn = reference_for(self.kernel_spec(step).op)
         ins = [self.arrays[i] for i in step.inputs]
         outs = [self.arrays[o] for o in step.outputs]
         params = dict(step.params)

@@ -33,6 +33,11 @@ struct dim3 {
   unsigned x = 1, y = 1, z = 1;
 };
 
+// The 16-byte word of elementwise.cu's byte copy.
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
+
 inline thread_local dim3 threadIdx, blockIdx;
 inline dim3 blockDim, gridDim;
 
