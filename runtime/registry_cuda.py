@@ -46,6 +46,7 @@ _PAIRS = {"nn": (False, False), "nt": (False, True), "tn": (True, False), "tt": 
 _GEMM_ABI = (("M", "int32_t"), ("N", "int32_t"), ("K", "int32_t"), ("act", "int32_t"))
 _SKINNY_ABI = (*_GEMM_ABI, ("mode", "int32_t"))
 _SPLIT_K_ABI = (*_GEMM_ABI, ("splits", "int32_t"), ("k_chunk", "int32_t"))
+_BATCHED_ABI = (*_GEMM_ABI, ("stride_a", "int64_t"), ("stride_b", "int64_t"))
 SKINNY_SIDE = 32
 """The skinny kernel's short side (M, N or K) is at most this (one warp's lanes)."""
 SPLIT_K_MAX_OUTPUTS = 1 << 18
@@ -99,7 +100,7 @@ _GEMMS = (
         "aicfc_gemm_f32_s64",
         "gemm:launch_gemm_64",
         frozenset(),
-        Constraints(activations=_ACTS),
+        Constraints(activations=_ACTS, gemm_batch=1),
         0,
     )
     + _gemm_family(
@@ -107,7 +108,7 @@ _GEMMS = (
         "aicfc_gemm_f32",
         "gemm:launch_gemm_128",
         frozenset(),
-        Constraints(activations=_ACTS, min_mnk=(512, 512, 8)),
+        Constraints(activations=_ACTS, min_mnk=(512, 512, 8), gemm_batch=1),
         0,
     )
     + _gemm_family(
@@ -115,7 +116,7 @@ _GEMMS = (
         "aicfc_gemm_tf32",
         "gemm_tf32:launch_gemm_tf32",
         frozenset({"tensor_core", "tf32"}),
-        Constraints(activations=_ACTS, min_arch=80, requires=("tf32",)),
+        Constraints(activations=_ACTS, min_arch=80, requires=("tf32",), gemm_batch=1),
         0,
         source="gemm_tf32.cu",
     )
@@ -124,7 +125,7 @@ _GEMMS = (
         "aicfc_gemm_skinny_f32",
         "gemm_small:launch_gemm_skinny",
         frozenset({"skinny"}),
-        Constraints(activations=_ACTS, max_short_side=SKINNY_SIDE),
+        Constraints(activations=_ACTS, max_short_side=SKINNY_SIDE, gemm_batch=1),
         0,
         source="gemm_small.cu",
         abi=_SKINNY_ABI,
@@ -134,10 +135,19 @@ _GEMMS = (
         "aicfc_gemm_splitk_f32",
         "gemm_small:launch_gemm_splitk",
         frozenset({"split_k", "workspace"}),
-        Constraints(activations=_ACTS, max_numel=SPLIT_K_MAX_OUTPUTS),
+        Constraints(activations=_ACTS, max_numel=SPLIT_K_MAX_OUTPUTS, gemm_batch=1),
         1,  # over the 64x64 tile when no rule decides (no cuBLASLt): fewer idle SMs
         source="gemm_small.cu",
         abi=_SPLIT_K_ABI,
+    )
+    + _gemm_family(
+        "batched_f32",
+        "aicfc_gemm_batched_f32",
+        "gemm:launch_gemm_batched",
+        frozenset({"batched"}),
+        Constraints(activations=_ACTS, gemm_batch=0),
+        0,
+        abi=_BATCHED_ABI,
     )
 )
 
@@ -151,6 +161,7 @@ _CUBLASLT = tuple(
             activations=("none", *CUBLASLT_ACTIVATIONS),
             min_arch=80 if prec == "tf32" else 0,
             requires=("cublaslt", "tf32") if prec == "tf32" else ("cublaslt",),
+            gemm_batch=0,
         ),
         flags=frozenset({"library", "cublaslt"})
         | (frozenset({"tensor_core", "tf32"}) if prec == "tf32" else frozenset())

@@ -36,6 +36,7 @@ from aicfc.runtime.cuda.launchers.gemm import gemm_mnk
 from aicfc.runtime.cuda.launchers.optim import launch_adam_group
 from aicfc.runtime.cuda.launchers.reduce import reduce_view
 from aicfc.runtime.errors import BackendUnavailable
+from aicfc.runtime.selector import gemm_dims
 
 
 @pytest.fixture(autouse=True)
@@ -305,7 +306,24 @@ BAD_BUFFERS: dict[str, tuple[list[Any], list[Any], dict[str, Any], str]] = {
         {"transpose_b": True},
         r"bias is float32\[8\], 8 elements; the launch needs 6",
     ),
-    "cuda.matmul_f32_s64_nn": ([f(2, 8, 4), f(4, 6)], [f(8, 6)], {}, "A is .* expected a matrix"),
+    "cuda.matmul_f32_s64_nn": (
+        [f(2, 8, 4), f(2, 4, 6)],
+        [f(2, 8, 6)],
+        {},
+        r"operands \[2, 8, 4\] and \[2, 4, 6\] are a batch of 2 products; this kernel runs one",
+    ),
+    "cuda.matmul_batched_f32_tn": (
+        [f(2, 8, 4), f(2, 8, 6)],
+        [f(2, 8, 6)],
+        {"transpose_a": True},
+        r"Y is float32\[2, 8, 6\], 96 elements; the launch needs 48",
+    ),
+    "cuda.matmul_batched_f32_nn": (
+        [f(2, 3, 8, 4), f(3, 4, 6)],
+        [f(2, 3, 8, 6)],
+        {},
+        r"GEMM operands \[2, 3, 8, 4\] and \[3, 4, 6\] are not matrices or strided batches of them",
+    ),
     "cuda.epilogue_grad_f32": (
         [f(8, 6), f(8, 6)],
         [f(8, 6), f(8)],
@@ -381,6 +399,50 @@ def test_a_buffer_count_the_kernel_does_not_take_is_refused_naming_it():
     adam = registry.get("cuda.adam_step_multi_tensor_f32")
     with pytest.raises(CudaKernelError, match="takes param, grad, exp_avg, exp_avg_sq and step"):
         launch_adam_group(adam, [([f(6), f(6)], [f(6)])], {"lr": 0.1}, FakeCtx())
+
+
+def test_linear_on_rank_3_inputs_folds_the_leading_dims_into_one_product():
+    spec = registry.get("cuda.gemm_epilogue_f32_s64_nt")
+    (la,) = launches_for(
+        spec, [f(4, 33, 40), f(70, 40), f(70)], [f(4, 33, 70)], {"transpose_b": True}, FakeCtx()
+    )
+    assert isinstance(la, cuda_abi.KernelLaunch)
+    assert la.args[5:8] == (np.int32(132), np.int32(70), np.int32(40))  # M = 4 x 33
+    assert la.grid == (2, 3)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "ta", "tb", "dims"),
+    [
+        ((6, 5, 8, 4), (6, 5, 4, 3), False, False, (30, 8, 3, 4, 32, 12)),
+        ((6, 5, 4, 8), (6, 5, 3, 4), True, True, (30, 8, 3, 4, 32, 12)),
+        ((8, 4), (7, 4, 3), False, False, (7, 8, 3, 4, 0, 12)),  # A broadcast: stride 0
+        ((1, 5, 8, 4), (6, 5, 4, 3), False, False, None),  # part of A's batch dims broadcast
+        ((3, 8, 4), (8, 3), True, False, (3, 4, 3, 8, 32, 0)),  # transposed A cannot fold
+    ],
+)
+def test_batched_products_become_strided_batches(a, b, ta, tb, dims):
+    spec = registry.get(f"cuda.matmul_batched_f32_{'t' if ta else 'n'}{'t' if tb else 'n'}")
+    g = gemm_dims(a, b, ta, tb)
+    if dims is None:
+        assert g is None
+        return
+    batch, m, n, k, sa, sb = dims
+    assert (g.batch, g.m, g.n, g.k, g.stride_a, g.stride_b) == dims
+    out = f(batch * m * n)
+    (la,) = launches_for(
+        spec, [f(*a), f(*b)], [out], {"transpose_a": ta, "transpose_b": tb}, FakeCtx()
+    )
+    assert isinstance(la, cuda_abi.KernelLaunch)
+    assert la.grid == (-(-n // 64), -(-m // 64), batch)
+    assert la.args[5:] == (
+        np.int32(m),
+        np.int32(n),
+        np.int32(k),
+        np.int32(0),
+        np.int64(sa),
+        np.int64(sb),
+    )
 
 
 def test_gemm_operands_that_disagree_on_k_are_an_error():
