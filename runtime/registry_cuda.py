@@ -477,6 +477,149 @@ _RANDOM_AND_OPTIM = [
     ),
 ]
 
+# --- the transformer's kernels (issue 12): layer norm, embedding, attention, the
+# cross-entropy of a language model's head, and the layout ops of the unfused path ---
+
+_LABELS = ("i32", "i64")
+_AUX = ("auxiliary",)
+_LN_ABI = (("N", "int32_t"), ("D", "int32_t"), ("eps", "float"))
+_ATTENTION_SCALARS = (
+    ("scale", "float"),
+    ("causal", "int32_t"),
+    ("p", "double"),
+    ("seed", "int64_t"),
+)
+_TILED_ABI = (("BH", "int32_t"), ("T", "int32_t"), *_ATTENTION_SCALARS)
+_ROWS_ABI = (
+    ("BH", "int32_t"),
+    ("T", "int32_t"),
+    ("S", "int32_t"),
+    ("d", "int32_t"),
+    *_ATTENTION_SCALARS,
+)
+ATTENTION_HEAD_DIMS = (32, 64, 128)
+"""Head dims of attention.cu's tiled kernels; attention_rows.cu takes any d <= 128."""
+ATTENTION_ROWS_MAX_D = 128
+MANY_CLASSES = 33
+"""cross_entropy.cu's team-per-row kernel takes rows of at least this many classes (a
+language model's vocabulary); loss.cu's warp-per-row kernels keep the narrow heads."""
+_STRIDED_ABI = _PERMUTE_ABI
+
+_LAYER_NORM = [
+    _k("layer_norm_f32", "graph.layer_norm", "layernorm.cu", "aicfc_layer_norm_f32", _LN_ABI,
+       launcher="launch_layer_norm"),
+    _k("add_layer_norm_f32", "graph.add_layer_norm", "layernorm.cu", "aicfc_add_layer_norm_f32",
+       _LN_ABI, flags=("fused",), launcher="launch_add_layer_norm"),
+    _k("layer_norm_grad_f32", "autodiff.layer_norm_grad", "layernorm.cu",
+       "aicfc_layer_norm_grad_f32", (("N", "int32_t"), ("D", "int32_t")),
+       flags=("workspace",), launcher="launch_layer_norm_grad"),
+    _k("layer_norm_param_grad_f32", "autodiff.layer_norm_grad", "layernorm.cu",
+       "aicfc_layer_norm_param_grad_f32", (("blocks", "int32_t"), ("D", "int32_t")),
+       flags=_AUX, launcher="launch_layer_norm_grad"),
+]  # fmt: skip
+
+_EMBEDDING = (
+    [
+        _k(f"embedding_f32_{lt}", "graph.embedding", "embedding.cu", f"aicfc_embedding_f32_{lt}",
+           (("N", "int32_t"), ("V", "int32_t"), ("D", "int32_t")),
+           constraints=Constraints(operand_dtypes=((0, (lt,)),)), launcher="launch_embedding")
+        for lt in _LABELS
+    ]
+    + [
+        _k(f"embedding_grad_f32_{lt}", "autodiff.embedding_grad", "embedding.cu",
+           f"aicfc_embedding_grad_chunks_f32_{lt}",
+           (("N", "int32_t"), ("V", "int32_t"), ("D", "int32_t"), ("chunk", "int32_t")),
+           constraints=Constraints(operand_dtypes=((1, (lt,)),)), flags=("workspace",),
+           launcher="launch_embedding_grad")
+        for lt in _LABELS
+    ]
+    + [
+        _k("embedding_grad_combine_f32", "autodiff.embedding_grad", "embedding.cu",
+           "aicfc_embedding_grad_combine_f32",
+           (("N", "int32_t"), ("V", "int32_t"), ("D", "int32_t"), ("chunk", "int32_t"),
+            ("split", "int32_t")),
+           flags=_AUX, launcher="launch_embedding_grad"),
+    ]
+)  # fmt: skip
+
+_ATTENTION = (
+    [
+        KernelSpec(
+            name=f"cuda.scaled_dot_product_attention{grad}_f32_d{d}",
+            op=f"{op}",
+            family="cuda",
+            dtypes=F32,
+            constraints=Constraints(
+                last_dims=((0 if not grad else 1, (d,)),),
+                equal_shapes=(0, 1, 2) if not grad else (0, 1, 2, 3, 4),
+                operand_dtypes=((3 if not grad else 6, ("i64",)),),
+            ),
+            flags=frozenset({"fused", "workspace"} if grad else {"fused"}),
+            abi=_TILED_ABI,
+            source="attention.cu",
+            symbol=f"aicfc_attention_{'bwd' if grad else 'fwd'}_f32_d{d}",
+            launcher=f"attention:launch_attention{grad}",
+            priority=1,  # over attention_rows.cu where both run it
+        )
+        for grad, op in (
+            ("", "graph.scaled_dot_product_attention"),
+            ("_grad", "autodiff.scaled_dot_product_attention_grad"),
+        )
+        for d in ATTENTION_HEAD_DIMS
+    ]
+    + [
+        _k("attention_bwd_delta_f32", "autodiff.scaled_dot_product_attention_grad",
+           "attention.cu", "aicfc_attention_bwd_delta_f32",
+           (("rows", "int32_t"), ("d", "int32_t")), flags=_AUX,
+           launcher="launch_attention_grad"),
+        _k("scaled_dot_product_attention_rows_f32", "graph.scaled_dot_product_attention",
+           "attention_rows.cu", "aicfc_attention_rows_fwd_f32", _ROWS_ABI,
+           constraints=Constraints(operand_dtypes=((3, ("i64",)),)), flags=("fused",),
+           launcher="launch_attention_rows"),
+        _k("scaled_dot_product_attention_grad_rows_f32",
+           "autodiff.scaled_dot_product_attention_grad", "attention_rows.cu",
+           "aicfc_attention_rows_bwd_dq_f32", _ROWS_ABI,
+           constraints=Constraints(operand_dtypes=((6, ("i64",)),)),
+           flags=("fused", "workspace"), launcher="launch_attention_rows_grad"),
+        _k("attention_rows_bwd_dkdv_f32", "autodiff.scaled_dot_product_attention_grad",
+           "attention_rows.cu", "aicfc_attention_rows_bwd_dkdv_f32", _ROWS_ABI, flags=_AUX,
+           launcher="launch_attention_rows_grad"),
+    ]
+)  # fmt: skip
+
+_MANY_CLASSES = [
+    KernelSpec(
+        name=f"cuda.softmax_cross_entropy_f32_{lt}",
+        op="autodiff.cross_entropy_with_grad",
+        family="cuda",
+        dtypes=F32,
+        constraints=Constraints(operand_dtypes=((1, (lt,)),), min_last_dim=((0, MANY_CLASSES),)),
+        flags=frozenset({"workspace", "fused"}),
+        abi=(("N", "int32_t"), ("V", "int32_t")),
+        source="cross_entropy.cu",
+        symbol=f"aicfc_softmax_cross_entropy_f32_{lt}",
+        launcher="cross_entropy:launch_softmax_cross_entropy",
+        priority=1,  # over loss.cu's warp-per-row kernel for wide rows
+    )
+    for lt in _LABELS
+]
+
+_LAYOUT_OPS = [
+    _k("split_b32", "graph.split", "elementwise.cu", "aicfc_strided_copy_b32", _STRIDED_ABI,
+       ("f32", "i32"), launcher="launch_split"),
+    _k("split_b64", "graph.split", "elementwise.cu", "aicfc_strided_copy_b64", _STRIDED_ABI,
+       ("f64", "i64"), launcher="launch_split"),
+    _k("concat_b32", "graph.concat", "elementwise.cu", "aicfc_strided_copy_b32", _STRIDED_ABI,
+       ("f32", "i32"), launcher="launch_concat"),
+    _k("concat_b64", "graph.concat", "elementwise.cu", "aicfc_strided_copy_b64", _STRIDED_ABI,
+       ("f64", "i64"), launcher="launch_concat"),
+    _k("scale_f32", "graph.scale", "elementwise.cu", "aicfc_scale_f32",
+       (("n", "int64_t"), ("factor", "float")), flags=_INPLACE, launcher="launch_scale"),
+    _k("causal_mask_f32", "graph.causal_mask", "elementwise.cu", "aicfc_causal_mask_f32",
+       (("T", "int64_t"), ("S", "int64_t"), ("n", "int64_t"), ("fill", "float")),
+       flags=_INPLACE, launcher="launch_causal_mask"),
+]  # fmt: skip
+
 KERNELS: tuple[KernelSpec, ...] = (
     *_GEMMS,
     *_CUBLASLT,
@@ -485,5 +628,10 @@ KERNELS: tuple[KernelSpec, ...] = (
     *_LOSSES,
     *_REDUCTIONS,
     *_RANDOM_AND_OPTIM,
+    *_LAYER_NORM,
+    *_EMBEDDING,
+    *_ATTENTION,
+    *_MANY_CLASSES,
+    *_LAYOUT_OPS,
 )
 """Every CUDA kernel; runtime/registry.py appends these to its REGISTRY."""

@@ -1,12 +1,13 @@
 """Launchers of kernels/elementwise.cu: arithmetic and activations over n elements,
-bias_add, byte copies (exec.copy, reshape) and the strided permute of transpose and
-broadcast_to.
+bias_add, scale and causal_mask, byte copies (exec.copy, reshape), the strided permute of
+transpose and broadcast_to, and the strided copies of split and concat.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -137,3 +138,120 @@ launch_transpose: Launcher = partial(launch_permute, transpose_strides)
 
 launch_broadcast_to: Launcher = partial(launch_permute, broadcast_strides)
 """graph.broadcast_to: a new or size-1 input axis is read with stride 0."""
+
+
+def strided_copy_table(
+    shape: tuple[int, ...],
+    src_strides: list[int],
+    dst_strides: list[int],
+    src_offset: int,
+    dst_offset: int,
+) -> np.ndarray:
+    """[shape..., source strides..., destination strides..., source and destination
+    offsets] for aicfc_strided_copy_b* (elements, not bytes)."""
+    return np.array([*shape, *src_strides, *dst_strides, src_offset, dst_offset], dtype=np.int64)
+
+
+def _slices(
+    spec: KernelSpec, whole: tuple[int, ...], parts: list[tuple[int, ...]], params: Params
+) -> tuple[int, list[int]]:
+    """(axis, start of each part along it) for parts that tile `whole` along `axis`."""
+    rank = len(whole)
+    axis = int(param(params, "axis", 0))
+    if not -rank <= axis < rank:
+        raise ValueError(f"axis {axis} is outside a rank-{rank} tensor")
+    axis %= rank
+    starts, at = [], 0
+    for part in parts:
+        if len(part) != rank or any(
+            p != w for d, (p, w) in enumerate(zip(part, whole, strict=True)) if d != axis
+        ):
+            raise ValueError(f"{list(part)} is not a slice of {list(whole)} along axis {axis}")
+        starts.append(at)
+        at += part[axis]
+    if at != whole[axis]:
+        raise ValueError(f"the parts add up to {at} along axis {axis}, not {whole[axis]}")
+    return axis, starts
+
+
+def _strided_launch(
+    spec: KernelSpec, ctx: LoadContext, src: Any, dst: Any, meta: np.ndarray, rank: int, n: int
+) -> Launch:
+    table = ctx.table(meta)
+    return kernel_launch(
+        spec,
+        grid_1d(ctx, n),
+        (THREADS,),
+        [src, dst],
+        {"meta": table.data.ptr, "rank": rank, "n": n},
+        keepalive=[table],
+    )
+
+
+def launch_split(
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
+) -> list[Launch]:
+    """x -> one result per size along `axis` (torch.split): a strided copy per result."""
+    whole = tuple(int(d) for d in ins[0].shape)
+    parts = [tuple(int(d) for d in o.shape) for o in outs]
+    try:
+        axis, starts = _slices(spec, whole, parts, params)
+    except ValueError as e:
+        raise CudaKernelError(f'kernel "{spec.name}": {e}') from None
+    src = row_major_strides(whole)
+    launches = []
+    for out, part, start in zip(outs, parts, starts, strict=True):
+        if not numel(out):
+            continue
+        meta = strided_copy_table(part, src, row_major_strides(part), start * src[axis], 0)
+        launches.append(_strided_launch(spec, ctx, ins[0], out, meta, len(part), numel(out)))
+    return launches
+
+
+def launch_concat(
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
+) -> list[Launch]:
+    """inputs -> their concatenation along `axis` (torch.cat): a strided copy per input."""
+    whole = tuple(int(d) for d in outs[0].shape)
+    parts = [tuple(int(d) for d in i.shape) for i in ins]
+    try:
+        axis, starts = _slices(spec, whole, parts, params)
+    except ValueError as e:
+        raise CudaKernelError(f'kernel "{spec.name}": {e}') from None
+    dst = row_major_strides(whole)
+    launches = []
+    for x, part, start in zip(ins, parts, starts, strict=True):
+        if not numel(x):
+            continue
+        meta = strided_copy_table(part, row_major_strides(part), dst, 0, start * dst[axis])
+        launches.append(_strided_launch(spec, ctx, x, outs[0], meta, len(part), numel(x)))
+    return launches
+
+
+def launch_scale(
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
+) -> list[Launch]:
+    """y = factor x over n elements."""
+    n = numel(outs[0])
+    expect_operands(spec, n, ins, outs)
+    factor = float(param(params, "factor", 1.0))
+    return [
+        kernel_launch(
+            spec, grid_1d(ctx, n), (THREADS,), [ins[0], outs[0]], {"n": n, "factor": factor}
+        )
+    ]
+
+
+def launch_causal_mask(
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
+) -> list[Launch]:
+    """x [..., T, S] -> y: `fill` (default -inf) where the column exceeds the row."""
+    x = ins[0]
+    if len(x.shape) < 2:
+        raise CudaKernelError(f'kernel "{spec.name}": x is {describe([x])}, expected [..., T, S]')
+    n = numel(outs[0])
+    expect_operands(spec, n, ins, outs)
+    t, s = int(x.shape[-2]), int(x.shape[-1])
+    fill = float(param(params, "fill", float("-inf")))
+    scalars = {"T": t, "S": s, "n": n, "fill": fill}
+    return [kernel_launch(spec, grid_1d(ctx, n), (THREADS,), [x, outs[0]], scalars)]

@@ -157,7 +157,43 @@ CASES: dict[str, tuple[list[Any], list[Any], dict[str, Any]]] = {
     "autodiff.dropout_grad": ([f(8, 6), i(dtype=np.int64)], [f(8, 6)], {"p": 0.1, "seed": 3}),
     "autodiff.sgd_step": ([f(6), f(6), f(6)], [f(6), f(6)], {"lr": 0.1, "momentum": 0.9}),
     "autodiff.adam_step": ([f(6), f(6), f(6), f(6), f()], [f(6), f(6), f(6), f()], {"lr": 0.1}),
+    "graph.layer_norm": ([f(2, 5, 48), f(48), f(48)], [f(2, 5, 48), f(2, 5), f(2, 5)], {}),
+    "graph.add_layer_norm": (
+        [f(2, 5, 48), f(2, 5, 48), f(48), f(48)],
+        [f(2, 5, 48), f(2, 5, 48), f(2, 5), f(2, 5)],
+        {"eps": 1e-5},
+    ),
+    "autodiff.layer_norm_grad": (
+        [f(2, 5, 48), f(2, 5, 48), f(2, 5), f(2, 5), f(48)],
+        [f(2, 5, 48), f(48), f(48)],
+        {"with_bias": True},
+    ),
+    "graph.embedding": ([i(2, 5), f(65, 48)], [f(2, 5, 48)], {}),
+    "autodiff.embedding_grad": ([f(2, 5, 48), i(2, 5)], [f(65, 48)], {"num_embeddings": 65}),
+    "graph.scaled_dot_product_attention": (
+        [f(2, 3, 70, 64), f(2, 3, 70, 64), f(2, 3, 70, 64), i(dtype=np.int64)],
+        [f(2, 3, 70, 64), f(2, 3, 70)],
+        {"causal": True, "dropout_p": 0.1, "seed": 3},
+    ),
+    "autodiff.scaled_dot_product_attention_grad": (
+        [f(2, 3, 70, 64)] * 5 + [f(2, 3, 70), i(dtype=np.int64)],
+        [f(2, 3, 70, 64)] * 3,
+        {"causal": True, "dropout_p": 0.1, "seed": 3},
+    ),
+    "graph.split": ([f(2, 5, 144)], [f(2, 5, 48)] * 3, {"axis": 2, "sizes": (48, 48, 48)}),
+    "graph.concat": ([f(2, 5, 48)] * 3, [f(2, 5, 144)], {"axis": -1}),
+    "graph.scale": ([f(8, 6)], [f(8, 6)], {"factor": 0.125}),
+    "graph.causal_mask": ([f(2, 8, 6)], [f(2, 8, 6)], {}),
 }
+LAUNCHES = {
+    "autodiff.layer_norm_grad": 2,
+    "autodiff.embedding_grad": 2,
+    "autodiff.scaled_dot_product_attention_grad": 2,
+    "graph.split": 3,
+    "graph.concat": 3,
+}
+"""Ops whose launcher binds more than one launch (the registry's auxiliary kernels, or a
+strided copy per part)."""
 UNARY = tuple(a.op for a in ACTIVATION_FACTS)
 """Every activation's forward op (the activation table's rows)."""
 BINARY = ("graph.add", "graph.sub", "graph.mul", *(a.grad_op for a in ACTIVATION_FACTS))
@@ -172,12 +208,30 @@ def case(spec: registry.KernelSpec) -> tuple[list[Any], list[Any], dict[str, Any
     if spec.op in BINARY:
         return [FakeArray((8, 6), dt)] * 2, [FakeArray((8, 6), dt)], {}
     ins, outs, params = CASES[spec.op]
+    labels = np.int64 if spec.name.endswith("i64") else np.int32
     if spec.op in (
         "graph.cross_entropy",
         "autodiff.cross_entropy_grad",
         "autodiff.cross_entropy_with_grad",
     ):
-        ins = [ins[0], i(8, dtype=np.int64 if spec.name.endswith("i64") else np.int32), *ins[2:]]
+        ins = [ins[0], i(8, dtype=labels), *ins[2:]]
+        if spec.source == "cross_entropy.cu":  # a language model's head: V >= 33
+            ins, outs = [f(8, 65), ins[1], ins[2]], [f(), f(8, 65)]
+    if spec.op == "graph.embedding":
+        ins = [i(2, 5, dtype=labels), ins[1]]
+    if spec.op == "autodiff.embedding_grad":
+        ins = [ins[0], i(2, 5, dtype=labels)]
+    if spec.op.endswith("scaled_dot_product_attention_grad") and "rows" in spec.name:
+        ins = [f(2, 3, 70, 16)] * 5 + ins[5:]  # a head dim the tiled kernels do not take
+        outs = [f(2, 3, 70, 16)] * 3
+    elif spec.op.endswith("scaled_dot_product_attention") and "rows" in spec.name:
+        ins, outs = [f(2, 3, 70, 16)] * 3 + ins[3:], [f(2, 3, 70, 16), outs[1]]
+    elif spec.op.endswith("scaled_dot_product_attention_grad"):
+        d = int(spec.name.rsplit("_d", 1)[1])
+        ins, outs = [f(2, 3, 70, d)] * 5 + ins[5:], [f(2, 3, 70, d)] * 3
+    elif spec.op.endswith("scaled_dot_product_attention"):
+        d = int(spec.name.rsplit("_d", 1)[1])
+        ins, outs = [f(2, 3, 70, d)] * 3 + ins[3:], [f(2, 3, 70, d), outs[1]]
     if spec.transposes:
         ta, tb = spec.transposes[0]
         params = {**params, "transpose_a": ta, "transpose_b": tb}
@@ -187,22 +241,37 @@ def case(spec: registry.KernelSpec) -> tuple[list[Any], list[Any], dict[str, Any
     return ins, outs, params
 
 
-OWN_SOURCE = [k for k in registry.REGISTRY if k.family == "cuda" and "library" not in k.flags]
+OWN_SOURCE = [
+    k for k in registry.REGISTRY if k.family == "cuda" and not {"library", "auxiliary"} & k.flags
+]
 
 
 @pytest.mark.parametrize("spec", OWN_SOURCE, ids=lambda k: k.name)
 def test_each_launcher_gives_buffers_then_exactly_its_abi_scalars(spec):
+    """Every launch (the entry's own, and any auxiliary kernel's of its family) passes
+    buffers, then exactly its kernel's ABI scalars in their C types."""
     ins, outs, params = case(spec)
     launches = launches_for(spec, ins, outs, params, FakeCtx())
-    assert len(launches) == 1
-    la = launches[0]
-    assert isinstance(la, cuda_abi.KernelLaunch) and la.function == f"<{spec.symbol}>"
-    scalars = la.args[len(la.args) - len(spec.abi) :]
-    c_types = [cuda_abi.C_SCALAR_TYPES[c] for _, c in spec.abi]
-    assert [type(s) for s in scalars] == c_types
-    buffers = la.args[: len(la.args) - len(spec.abi)]
-    assert all(isinstance(b, FakeArray) or b == np.uint64(0) for b in buffers)
-    assert all(g >= 1 for g in la.grid) and np.prod(la.block) <= 1024
+    assert len(launches) == LAUNCHES.get(spec.op, 1)
+    assert spec.name in [la.name for la in launches]
+    for la in launches:
+        kernel = registry.get(la.name)
+        assert kernel.source == spec.source and (kernel is spec or "auxiliary" in kernel.flags)
+        assert isinstance(la, cuda_abi.KernelLaunch) and la.function == f"<{kernel.symbol}>"
+        scalars = la.args[len(la.args) - len(kernel.abi) :]
+        c_types = [cuda_abi.C_SCALAR_TYPES[c] for _, c in kernel.abi]
+        assert [type(s) for s in scalars] == c_types
+        buffers = la.args[: len(la.args) - len(kernel.abi)]
+        assert all(isinstance(b, FakeArray) or b == np.uint64(0) for b in buffers)
+        assert all(g >= 1 for g in la.grid) and np.prod(la.block) <= 1024
+
+
+def test_auxiliary_kernels_are_never_candidates_but_each_is_bound_by_an_entry():
+    aux = [k for k in registry.REGISTRY if "auxiliary" in k.flags]
+    assert aux
+    for k in aux:
+        assert k.name not in {c.name for c in registry.candidates(k.op, "cuda")}
+        assert any(s.op == k.op and s.source == k.source for s in OWN_SOURCE), k.name
 
 
 CUDA_KERNELS = [k for k in registry.REGISTRY if k.family == "cuda"]

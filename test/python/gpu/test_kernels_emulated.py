@@ -272,3 +272,35 @@ def test_batched_gemm_epilogue_shares_its_bias_and_keeps_z():
     ref_z = np.matmul(a.astype(np.float64), b) + bias
     assert rel_err(z.array, ref_z) < TOL
     assert rel_err(y.array, reference.gelu(ref_z)[0]) < TOL
+
+
+# --- the layout ops of the unfused attention path ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("shape", "axis", "sizes"), [((2, 5, 12), 2, (4, 4, 4)), ((6, 3), 0, (1, 5))]
+)
+def test_split_and_concat_are_torch_split_and_cat(shape, axis, sizes):
+    rng = np.random.default_rng(50 + axis)
+    x = rng.standard_normal(shape).astype(np.float32)
+    ref = np.split(x, np.cumsum(sizes)[:-1], axis=axis)
+    parts = [EmuArray(np.full(r.shape, np.nan, np.float32)) for r in ref]
+    run("cuda.split_b32", [EmuArray(x)], parts, {"axis": axis, "sizes": sizes})
+    for got, want in zip(parts, ref, strict=True):
+        assert got.array.tobytes() == want.tobytes()
+    back = EmuArray(np.full(shape, np.nan, np.float32))
+    run("cuda.concat_b32", [EmuArray(p.array) for p in parts], [back], {"axis": axis - len(shape)})
+    assert back.array.tobytes() == x.tobytes()
+
+
+def test_scale_and_causal_mask():
+    rng = np.random.default_rng(52)
+    x = rng.standard_normal((2, 3, 7, 9)).astype(np.float32)
+    y = EmuArray(np.full(x.shape, np.nan, np.float32))
+    run("cuda.scale_f32", [EmuArray(x)], [y], {"factor": 0.125})
+    assert y.array.tobytes() == (np.float32(0.125) * x).tobytes()
+    run("cuda.causal_mask_f32", [EmuArray(x)], [y], {})
+    keep = np.tril(np.ones((7, 9), bool))  # top-left aligned: j <= i kept
+    assert np.array_equal(y.array, np.where(keep, x, -np.inf))
+    run("cuda.causal_mask_f32", [EmuArray(x)], [y], {"fill": 0.0})
+    assert np.array_equal(y.array, np.where(keep, x, 0.0))
