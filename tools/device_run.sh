@@ -6,7 +6,8 @@
 # Stages: env (GPU, CUDA, CuPy, nvmath), tests (the GPU pytest suite and the nvcc
 # compile test), gemm (tools/bench_gemm.py), small (bench_gemm.py --small: the small
 # train step's products, graph-timed), profile (bench_train_step.py --profile),
-# tkernels (tools/bench_transformer_kernels.py), train (tools/bench_train_step.py; `train:--configs=small` passes arguments,
+# tkernels (tools/bench_transformer_kernels.py), gpt (tools/bench_gpt_step.py: the GPT train
+# step against torch and JAX; `gpt:--quick` for a short run, GPT_TIMEOUT bounds it), train (tools/bench_train_step.py; `train:--configs=small` passes arguments,
 # separated by '+'; `train.NAME:...` is another train run, logged as train.NAME.*).
 # Needs the wheels of ../shared/tools/device-wheels.sh in .whl (xdsl, nvmath-python).
 # TESTS_TIMEOUT / TRAIN_TIMEOUT (seconds) bound those two stages.
@@ -47,6 +48,10 @@ for stage in "$@"; do
     tkernels)
         timeout 240 python3 tools/bench_transformer_kernels.py \
             $args 2>&1 | tee "$OUT/tkernels.log"
+        ;;
+    gpt | gpt.*)
+        timeout "${GPT_TIMEOUT:-480}" python3 tools/bench_gpt_step.py --json "$OUT/$name.json" $args 2>&1 \
+            | tee "$OUT/$name.log" | tail -60
         ;;
     profile)
         timeout 120 python3 tools/bench_train_step.py --profile $args 2>&1 | tee "$OUT/profile.log"
