@@ -42,6 +42,8 @@ PARAM_DEFAULTS: dict[str, object] = {
     "transpose_b": False,
     "act": "none",
     "keepdims": False,
+    "causal": False,
+    "dropout_p": 0.0,
     "nesterov": False,
     "decoupled_weight_decay": False,
 }
@@ -184,6 +186,8 @@ class KernelSpec:
 _FLOATS = ("f16", "f32", "f64")
 _NUMBERS = ("f16", "f32", "f64", "i32", "i64")
 _INT_LABELS = ((1, ("i32", "i64")),)
+_INT_IDS = ((0, ("i32", "i64")),)
+_I64_OFFSET = ((3, ("i64",)),)
 
 _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("graph.matmul", _FLOATS, Constraints()),
@@ -201,6 +205,14 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("graph.reduce_sum", _NUMBERS, Constraints()),
     ("graph.cross_entropy", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
     ("graph.mse_loss", _FLOATS, Constraints()),
+    ("graph.scale", _FLOATS, Constraints()),
+    ("graph.split", _NUMBERS, Constraints()),
+    ("graph.concat", _NUMBERS, Constraints()),
+    ("graph.embedding", _FLOATS, Constraints(operand_dtypes=_INT_IDS)),
+    ("graph.layer_norm", _FLOATS, Constraints()),
+    ("graph.add_layer_norm", _FLOATS, Constraints()),
+    ("graph.causal_mask", _FLOATS, Constraints()),
+    ("graph.scaled_dot_product_attention", _FLOATS, Constraints(operand_dtypes=_I64_OFFSET)),
     *((f.grad_op, _FLOATS, Constraints()) for f in ACTIVATION_FACTS),
     ("autodiff.softmax_grad", _FLOATS, Constraints()),
     ("autodiff.cross_entropy_grad", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
@@ -208,6 +220,13 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("autodiff.mse_loss_grad", _FLOATS, Constraints()),
     ("autodiff.dropout_grad", _FLOATS, Constraints(operand_dtypes=((1, ("i64",)),))),
     ("autodiff.epilogue_grad", _FLOATS, Constraints(activations=EPILOGUE_ACTIVATIONS)),
+    ("autodiff.embedding_grad", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
+    ("autodiff.layer_norm_grad", _FLOATS, Constraints()),
+    (
+        "autodiff.scaled_dot_product_attention_grad",
+        _FLOATS,
+        Constraints(operand_dtypes=((6, ("i64",)),)),
+    ),
     ("autodiff.adam_step", _FLOATS, Constraints()),
     ("autodiff.sgd_step", _FLOATS, Constraints()),
     ("exec.copy", (*_NUMBERS, "i1"), Constraints()),
