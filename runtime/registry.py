@@ -16,10 +16,10 @@ op's operand order, then output buffers in result order, then the scalar
 parameters in `abi` order. NumPy kernels receive the scalars as keywords
 (`AicfcOp.kernel_params()`), so their `abi` is empty.
 
-The table is the NumPy kernels below plus the `KERNELS` tuple of every module
-in `EXTENSION_MODULES` that exists: the CUDA kernels are added by writing
-`runtime/registry_cuda.py` with `KERNELS = (KernelSpec(...), ...)`; nothing
-here changes.
+The table is the NumPy reference kernels below plus the `KERNELS` tuple of
+every module in `EXTENSION_MODULES` that exists: the faster NumPy kernels in
+`runtime/registry_numpy.py`, the CUDA kernels in `runtime/registry_cuda.py`
+(`KERNELS = (KernelSpec(...), ...)`); nothing here changes.
 """
 
 from __future__ import annotations
@@ -106,11 +106,12 @@ class KernelSpec:
     abi:        ordered (parameter name, C type) of the scalars passed after the
                 buffers (CUDA kernels; empty for NumPy ones).
     source, symbol: the `kernels/*.cu` file and its `extern "C"` entry point.
-    launcher:   "<module>:<function>", the function of runtime/cuda/launchers/<module>.py
-                that binds the kernel's launches; the module is the source's family
-                (`gemm_small` for gemm_small.cu; `cublaslt` for the library entries).
-                Data, resolved by the CuPy backend; None for NumPy kernels (they run
-                the reference).
+    launcher:   "<module>:<function>", the function that binds the kernel's launches:
+                for CUDA kernels one of runtime/cuda/launchers/<module>.py, the module
+                of the source's family (`gemm_small` for gemm_small.cu; `cublaslt` for
+                the library entries); for NumPy kernels one of
+                runtime/numpy/kernels/<module>.py, or None where the kernel is the
+                op's reference function. Data, resolved by the backend.
     priority:   breaks ties between equally scored candidates (higher wins).
     """
 
@@ -151,12 +152,12 @@ class KernelSpec:
             raise ValueError(
                 f"{where}: a CUDA kernel needs source and symbol (or the 'library' flag)"
             )
-        if self.family == "cuda":
+        if self.family == "cuda" or self.launcher is not None:
             module, _, function = (self.launcher or "").partition(":")
             if not (module.isidentifier() and function.isidentifier()):
+                kind = "a CUDA kernel needs" if self.family == "cuda" else "a NumPy kernel names"
                 raise ValueError(
-                    f"{where}: a CUDA kernel needs its launcher as '<module>:<function>', "
-                    f"got {self.launcher!r}"
+                    f"{where}: {kind} its launcher as '<module>:<function>', got {self.launcher!r}"
                 )
             family = self.source.removesuffix(".cu") if self.source else None
             if family is not None and module != family:
@@ -164,8 +165,6 @@ class KernelSpec:
                     f"{where}: the launcher of a {self.source} kernel lives in module "
                     f"{family!r}, got {self.launcher!r}"
                 )
-        elif self.launcher is not None:
-            raise ValueError(f"{where}: a NumPy kernel runs the reference and has no launcher")
 
     @property
     def inplace_ok(self) -> bool:
@@ -173,10 +172,11 @@ class KernelSpec:
 
 
 # ----------------------------------------------------------------------------
-# The NumPy kernels: one per op of runtime/reference.py's REFERENCE, plus copy.
-# Each runs REFERENCE[op] and writes the results into its output buffers, so
-# any alias is safe (the result is complete before the copy): all carry
-# "inplace_ok".
+# The NumPy reference kernels: one per op of runtime/reference.py's REFERENCE,
+# plus copy. Each runs REFERENCE[op] and writes the results into its output
+# buffers, so any alias is safe (the result is complete before the copy): all
+# carry "inplace_ok". The faster NumPy kernels (runtime/registry_numpy.py) join
+# them through EXTENSION_MODULES.
 # ----------------------------------------------------------------------------
 
 _FLOATS = ("f16", "f32", "f64")
@@ -227,7 +227,10 @@ NUMPY_KERNELS: tuple[KernelSpec, ...] = tuple(
     for op, dtypes, constraints in _NUMPY_OPS
 )
 
-EXTENSION_MODULES: tuple[str, ...] = ("aicfc.runtime.registry_cuda",)
+EXTENSION_MODULES: tuple[str, ...] = (
+    "aicfc.runtime.registry_numpy",
+    "aicfc.runtime.registry_cuda",
+)
 """Plain-data modules whose `KERNELS` tuple joins the registry when they exist."""
 
 
