@@ -119,24 +119,24 @@ tanh = _unary("tanh")
 
 
 def _relu_grad(dy: np.ndarray, y: np.ndarray, dx: np.ndarray, scratch: Scratch) -> Activate:
-    """dx = where(y > 0, dy, 0); dx may be dy."""
-    mask = scratch(y.shape, np.dtype(np.bool_))
-    zero = np.zeros((), dx.dtype)
-    if dx is dy:
+    """dx = where(y > 0, dy, 0); dx may be dy.
 
-        def in_place() -> None:
-            np.greater(y, 0, out=mask)
-            np.logical_not(mask, out=mask)
-            np.copyto(dx, zero, where=mask)
+    As bits: dx = dy & mask, with mask all ones where y > 0 and zero elsewhere (+0.0
+    is all zero bits), which is exactly the reference's `where` (NaN and -0.0 in dy
+    included) and several times faster than a masked copy.
+    """
+    bits = np.dtype(f"u{dy.dtype.itemsize}")
+    positive = scratch(y.shape, np.dtype(np.bool_))
+    mask = scratch(y.shape, bits)
+    dy_bits, dx_bits = dy.view(bits), dx.view(bits)
 
-        return in_place
+    def grad() -> None:
+        np.greater(y, 0, out=positive)
+        np.copyto(mask, positive)  # 1 or 0 (a cast copy: no iterator buffer)
+        np.negative(mask, out=mask)  # all ones or 0 (unsigned wrap-around)
+        np.bitwise_and(dy_bits, mask, out=dx_bits)
 
-    def into() -> None:
-        np.greater(y, 0, out=mask)
-        np.copyto(dx, zero)
-        np.copyto(dx, dy, where=mask)
-
-    return into
+    return grad
 
 
 def _gelu_grad(dy: np.ndarray, x: np.ndarray, dx: np.ndarray, scratch: Scratch) -> Activate:
@@ -215,6 +215,6 @@ def epilogue_grad(ins: Arrays, outs: Arrays, params: Params, scratch: Scratch) -
 
     def step() -> None:
         grad()
-        np.sum(dz, axis=0, out=dbias)
+        np.add.reduce(dz, axis=0, out=dbias)  # np.sum without its Python wrapper
 
     return step

@@ -27,120 +27,103 @@ from aicfc.runtime.numpy.kernels.common import (
 )
 
 
-class _SoftmaxCrossEntropy:
-    """The shared work of the three cross-entropy kernels for logits [N, C]."""
+def _softmax_cross_entropy(
+    logits: np.ndarray,
+    labels: np.ndarray,
+    scratch: Scratch,
+    loss: np.ndarray | None = None,
+    grad: np.ndarray | None = None,
+    dloss: np.ndarray | None = None,
+    grad_bias: np.ndarray | None = None,
+) -> Step:
+    """The step writing `loss`, `grad` = (exp(lsm) - onehot(y)) * dloss / N and
+    `grad_bias` (its column sums), whichever are given, from logits [N, C]."""
+    is_float(logits)
+    if logits.ndim != 2 or labels.shape != logits.shape[:1]:
+        raise Unsupported(
+            f"logits {list(logits.shape)} and labels {list(labels.shape)} (expected [N, C] and [N])"
+        )
+    if labels.dtype not in (np.int32, np.int64):
+        raise Unsupported(f"labels of dtype {labels.dtype}")
+    n, c = logits.shape
+    dtype = logits.dtype
+    if loss is not None:
+        same_layout(loss, (), dtype, "the loss")
+    if grad is not None:
+        like(grad, logits, "the logits gradient")
+        if dloss is None:
+            raise Unsupported("a logits gradient without the loss gradient")
+        same_layout(dloss, (), dtype, "the loss gradient")
+    if grad_bias is not None:
+        same_layout(grad_bias, (c,), dtype, "the bias gradient")
+    lsm = scratch((n, c), dtype, 2)
+    exp = grad if grad is not None else scratch((n, c), dtype, 3)  # work space until grad
+    row = scratch((n, 1), dtype)
+    picked = scratch((n,), dtype)
+    scale = scratch((), dtype)
+    index = scratch((n,), np.dtype(np.intp))
+    row_start = np.arange(n, dtype=np.intp) * c
+    count = np.intp(n)
+    lsm_flat = lsm.reshape(-1)
+    grad_flat = grad.reshape(-1) if grad is not None else None
 
-    def __init__(self, logits: np.ndarray, labels: np.ndarray, scratch: Scratch):
-        is_float(logits)
-        if logits.ndim != 2 or labels.shape != logits.shape[:1]:
-            raise Unsupported(
-                f"logits {list(logits.shape)} and labels {list(labels.shape)} "
-                "(expected [N, C] and [N])"
-            )
-        if labels.dtype not in (np.int32, np.int64):
-            raise Unsupported(f"labels of dtype {labels.dtype}")
-        n, c = logits.shape
-        self.logits, self.labels, self.classes, self.rows = logits, labels, c, n
-        dtype = logits.dtype
-        self.lsm = scratch((n, c), dtype, 2)
-        self.row = scratch((n, 1), dtype)
-        self.picked = scratch((n,), dtype)
-        self.scale = scratch((), dtype)
-        self.index = scratch((n,), np.dtype(np.intp))
-        self.row_start = np.arange(n, dtype=np.intp) * c
-
-    def log_softmax(self, exp: np.ndarray) -> None:
-        """lsm = x - max(x) - log(sum(exp(x - max(x)))), row-wise; `exp`: [N, C] work space."""
-        x, lsm, row = self.logits, self.lsm, self.row
-        reference._check_labels(self.labels, self.classes)
-        np.max(x, axis=1, keepdims=True, out=row)
-        np.subtract(x, row, out=lsm)
+    def step() -> None:
+        reference._check_labels(labels, c)
+        # lsm = x - max(x) - log(sum(exp(x - max(x)))), row by row
+        np.maximum.reduce(logits, axis=1, keepdims=True, out=row)  # np.max, unwrapped
+        np.subtract(logits, row, out=lsm)
         np.exp(lsm, out=exp)
-        np.sum(exp, axis=1, keepdims=True, out=row)
+        np.add.reduce(exp, axis=1, keepdims=True, out=row)  # np.sum, unwrapped
         np.log(row, out=row)
         np.subtract(lsm, row, out=lsm)
-        np.add(self.row_start, self.labels, out=self.index)
+        np.add(row_start, labels, out=index)  # flat index of [n, y_n]; in range (checked),
+        # so take and put need no bounds check ("clip"; "raise" would buffer the output)
+        if loss is not None:  # -mean_n(lsm[n, y_n])
+            np.take(lsm_flat, index, out=picked, mode="clip")
+            # np.mean, unwrapped: the sum divided by the count as an intp (in float64,
+            # rounded once to the result's dtype, as np.mean divides)
+            np.add.reduce(picked, out=loss)
+            np.divide(loss, count, out=loss, casting="unsafe")
+            np.negative(loss, out=loss)
+        if grad is not None and grad_flat is not None and dloss is not None:
+            # grad = (exp(lsm) - onehot(y)) * dloss / N
+            np.exp(lsm, out=grad)
+            np.take(grad_flat, index, out=picked, mode="clip")
+            np.subtract(picked, 1, out=picked)
+            np.put(grad_flat, index, picked, mode="clip")
+            np.divide(dloss, n, out=scale)
+            np.multiply(grad, scale, out=grad)
+        if grad_bias is not None and grad is not None:
+            np.add.reduce(grad, axis=0, out=grad_bias)
 
-    def loss(self, out: np.ndarray) -> None:
-        """out = -mean_n(lsm[n, y_n])."""
-        np.take(self.lsm.reshape(-1), self.index, out=self.picked)
-        np.mean(self.picked, out=out)
-        np.negative(out, out=out)
-
-    def grad(self, dloss: np.ndarray, out: np.ndarray) -> None:
-        """out = (exp(lsm) - onehot(y)) * (dloss / N)."""
-        np.exp(self.lsm, out=out)
-        flat = out.reshape(-1)
-        np.take(flat, self.index, out=self.picked)
-        np.subtract(self.picked, 1, out=self.picked)
-        np.put(flat, self.index, self.picked)
-        np.divide(dloss, self.rows, out=self.scale)
-        np.multiply(out, self.scale, out=out)
-
-
-def _check_dloss(dloss: np.ndarray, logits: np.ndarray) -> None:
-    same_layout(dloss, (), logits.dtype, "the loss gradient")
+    return step
 
 
 def cross_entropy(ins: Arrays, outs: Arrays, params: Params, scratch: Scratch) -> Step:
     expect(ins, 2, "inputs")
     expect(outs, 1, "outputs")
-    ce = _SoftmaxCrossEntropy(ins[0], ins[1], scratch)
-    (loss,) = outs
-    same_layout(loss, (), ins[0].dtype, "the loss")
-    exp = scratch(ins[0].shape, ins[0].dtype, 3)
-
-    def step() -> None:
-        ce.log_softmax(exp)
-        ce.loss(loss)
-
-    return step
+    return _softmax_cross_entropy(ins[0], ins[1], scratch, loss=outs[0])
 
 
 def cross_entropy_grad(ins: Arrays, outs: Arrays, params: Params, scratch: Scratch) -> Step:
     expect(ins, 3, "inputs")
     expect(outs, 1, "outputs")
-    logits, labels, dloss = ins
-    ce = _SoftmaxCrossEntropy(logits, labels, scratch)
-    _check_dloss(dloss, logits)
-    (grad,) = outs
-    like(grad, logits, "the logits gradient")
-
-    def step() -> None:
-        ce.log_softmax(grad)
-        ce.grad(dloss, grad)
-
-    return step
+    return _softmax_cross_entropy(ins[0], ins[1], scratch, grad=outs[0], dloss=ins[2])
 
 
 def cross_entropy_with_grad(ins: Arrays, outs: Arrays, params: Params, scratch: Scratch) -> Step:
     """(loss, grad_logits[, grad_bias = column sums of grad_logits])."""
     expect(ins, 3, "inputs")
     expect(outs, (2, 3), "outputs")
-    logits, labels, dloss = ins
-    ce = _SoftmaxCrossEntropy(logits, labels, scratch)
-    _check_dloss(dloss, logits)
-    loss, grad = outs[0], outs[1]
-    same_layout(loss, (), logits.dtype, "the loss")
-    like(grad, logits, "the logits gradient")
-    if len(outs) == 2:
-
-        def step() -> None:
-            ce.log_softmax(grad)
-            ce.loss(loss)
-            ce.grad(dloss, grad)
-
-        return step
-    grad_bias = outs[2]
-    same_layout(grad_bias, logits.shape[1:], logits.dtype, "the bias gradient")
-
-    def step_bias() -> None:
-        ce.log_softmax(grad)
-        ce.loss(loss)
-        ce.grad(dloss, grad)
-        np.sum(grad, axis=0, out=grad_bias)
-
-    return step_bias
+    return _softmax_cross_entropy(
+        ins[0],
+        ins[1],
+        scratch,
+        loss=outs[0],
+        grad=outs[1],
+        dloss=ins[2],
+        grad_bias=outs[2] if len(outs) == 3 else None,
+    )
 
 
 # --- mean squared error ------------------------------------------------------------

@@ -45,6 +45,18 @@ def positive(*shape: int) -> Callable[[np.random.Generator, np.dtype], np.ndarra
     return lambda rng, dt: (rng.standard_normal(shape) ** 2).astype(dt)
 
 
+def special(*shape: int) -> Callable[[np.random.Generator, np.dtype], np.ndarray]:
+    """Normal values with NaN, +-inf, -0.0 and +0.0 planted among them."""
+
+    def gen(rng: np.random.Generator, dt: np.dtype) -> np.ndarray:
+        a = rng.standard_normal(shape).astype(dt).reshape(-1)
+        picks = rng.choice(a.size, size=5, replace=False)
+        a[picks] = [np.nan, np.inf, -np.inf, -0.0, 0.0]
+        return a.reshape(shape)
+
+    return gen
+
+
 def scalar(value: float) -> Callable[[np.random.Generator, np.dtype], np.ndarray]:
     return lambda rng, dt: np.asarray(value, dt)
 
@@ -111,6 +123,10 @@ CASES: dict[str, Case] = {
     "gelu": Case("graph.gelu", (normal(4, 6),), alias=OUT0_IN0),
     "tanh": Case("graph.tanh", (normal(4, 6),), alias=OUT0_IN0),
     "relu_grad": Case("autodiff.relu_grad", (normal(4, 6), relu_out(4, 6)), alias=OUT0_IN0),
+    "relu_grad_special_values": Case(
+        "autodiff.relu_grad", (special(4, 6), special(4, 6)), alias=OUT0_IN0
+    ),
+    "relu_special_values": Case("graph.relu", (special(4, 6),), alias=OUT0_IN0),
     "gelu_grad": Case("autodiff.gelu_grad", (normal(4, 6), normal(4, 6)), alias=OUT0_IN0),
     "tanh_grad": Case("autodiff.tanh_grad", (normal(4, 6), normal(4, 6)), alias=OUT0_IN0),
     "epilogue_grad_relu": Case(
@@ -215,6 +231,10 @@ def check_equal(got: list[np.ndarray], want: list[np.ndarray], what: str) -> Non
     for k, (g, w) in enumerate(zip(got, want, strict=True)):
         assert g.dtype == w.dtype, f"{what} result #{k}: dtype {g.dtype}, reference {w.dtype}"
         np.testing.assert_array_equal(g, w, err_msg=f"{what} result #{k}", strict=True)
+        # bit for bit: assert_array_equal takes NaN == NaN and -0.0 == +0.0
+        assert np.ascontiguousarray(g).tobytes() == np.ascontiguousarray(w).tobytes(), (
+            f"{what} result #{k}: equal values, different bits (a NaN or a signed zero)"
+        )
 
 
 def test_every_out_kernel_names_a_launcher_that_resolves_and_outranks_the_reference():
