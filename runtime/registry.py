@@ -258,6 +258,31 @@ REGISTRY: tuple[KernelSpec, ...] = _aggregate()
 KERNELS_BY_NAME: dict[str, KernelSpec] = {k.name: k for k in REGISTRY}
 
 
+def resolve_launcher(package: str, launcher: str) -> object:
+    """The function that `launcher` ("<module>:<function>") names in `package`
+    ("aicfc.runtime.cuda.launchers", "aicfc.runtime.numpy.kernels"): each backend
+    resolves its kernels' launchers here, once per launcher.
+
+    Raises LookupError naming the missing module (by its path in the source tree) or
+    function; an error inside the module's own import propagates.
+    """
+    module_name, _, function = launcher.partition(":")
+    folder = package.removeprefix("aicfc.").replace(".", "/")
+    full = f"{package}.{module_name}"
+    try:
+        module = importlib.import_module(full)
+    except ModuleNotFoundError as e:
+        if e.name != full:
+            raise
+        raise LookupError(f"launcher {launcher!r}: no module {folder}/{module_name}.py") from None
+    found = getattr(module, function, None)
+    if not callable(found):
+        raise LookupError(
+            f"launcher {launcher!r}: {folder}/{module_name}.py has no function {function!r}"
+        )
+    return found
+
+
 class UnknownKernelError(KeyError):
     """A kernel name that is not in the registry."""
 

@@ -48,7 +48,6 @@ Not a test: a tool that prints a table.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import statistics
@@ -62,6 +61,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from aicfc.tools.bench_train_step import init_weights
+from aicfc.tools.bench_train_step import make_data as train_step_data
 
 LR = 1e-3
 FRAMEWORKS = ("aicfc", "aicfc-reference", "torch-eager", "torch-fused", "torch-compile")
@@ -86,23 +88,10 @@ CONFIGS: dict[str, Config] = {
 }
 
 
-def init_weights(widths: tuple[int, ...]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(W [out, in], b [out]) per layer, U(-1/sqrt(in), 1/sqrt(in)) as torch.nn.Linear."""
-    rng = np.random.default_rng(0)
-    layers = []
-    for fan_in, fan_out in itertools.pairwise(widths):
-        bound = 1.0 / np.sqrt(fan_in)
-        w = rng.uniform(-bound, bound, (fan_out, fan_in)).astype(np.float32)
-        b = rng.uniform(-bound, bound, fan_out).astype(np.float32)
-        layers.append((w, b))
-    return layers
-
-
 def make_data(config: Config) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((config.batch, config.widths[0])).astype(np.float32)
-    y = rng.integers(0, config.widths[-1], config.batch).astype(np.int64)
-    return x, y
+    """tools/bench_train_step.py's batch (labels int64, as torch takes them)."""
+    x, y = train_step_data(config.batch, config.widths)
+    return x, y.astype(np.int64)
 
 
 # ----------------------------------------------------------------------------

@@ -27,16 +27,16 @@ setting, else one per core): the backend never changes them.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from aicfc.dialects import exec as ex
 from aicfc.dialects.flags import ALIAS_POLICIES
 from aicfc.dialects.roles import EXTERNAL_ROLES
+from aicfc.runtime import registry
 from aicfc.runtime.backend import Backend, Executable
 from aicfc.runtime.errors import ExecError, StoreError
 from aicfc.runtime.numpy.kernels.common import Kernel, Scratch, Step, Unsupported
@@ -151,21 +151,11 @@ def resolve_kernel(launcher: str) -> Kernel:
 
     Raises ExecError naming the reference when the module or function is missing.
     """
-    module_name, _, function = launcher.partition(":")
     try:
-        module = importlib.import_module(f"{KERNELS_PACKAGE}.{module_name}")
-    except ModuleNotFoundError:
-        raise ExecError(
-            f"launcher {launcher!r}: no module runtime/numpy/kernels/{module_name}.py"
-        ) from None
-    kernel = getattr(module, function, None)
-    if not callable(kernel):
-        raise ExecError(
-            f"launcher {launcher!r}: runtime/numpy/kernels/{module_name}.py has no "
-            f"function {function!r}"
-        )
-    found: Kernel = kernel
-    return found
+        found = registry.resolve_launcher(KERNELS_PACKAGE, launcher)
+    except LookupError as e:
+        raise ExecError(str(e)) from None
+    return cast(Kernel, found)
 
 
 def _only_policy_aliases(

@@ -6,10 +6,13 @@ buffers never move, so each step is a single `np.copyto` into the result.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from aicfc.runtime.numpy.kernels.common import (
     Arrays,
+    Kernel,
     Params,
     Scratch,
     Step,
@@ -20,42 +23,27 @@ from aicfc.runtime.numpy.kernels.common import (
 )
 
 
-def _copy_from(view: np.ndarray, outs: Arrays) -> Step:
-    expect(outs, 1, "outputs")
-    (y,) = outs
-    like(y, view, "the result")
+def _copy_of_view(view_of: Callable[[np.ndarray, Params], np.ndarray]) -> Kernel:
+    """The kernel y = copy of `view_of(x, params)`, the view made at load."""
 
-    def step() -> None:
-        np.copyto(y, view)
+    def kernel(ins: Arrays, outs: Arrays, params: Params, scratch: Scratch) -> Step:
+        expect(ins, 1, "inputs")
+        expect(outs, 1, "outputs")
+        (x,), (y,) = ins, outs
+        try:
+            view = view_of(x, params)
+        except (TypeError, ValueError) as e:
+            raise Unsupported(str(e)) from None
+        like(y, view, "the result")
 
-    return step
+        def step() -> None:
+            np.copyto(y, view)
 
+        return step
 
-def reshape(ins: Arrays, outs: Arrays, params: Params, scratch: Scratch) -> Step:
-    expect(ins, 1, "inputs")
-    (x,) = ins
-    try:
-        view = x.reshape(ints(params, "shape"))
-    except (TypeError, ValueError) as e:
-        raise Unsupported(str(e)) from None
-    return _copy_from(view, outs)
-
-
-def transpose(ins: Arrays, outs: Arrays, params: Params, scratch: Scratch) -> Step:
-    expect(ins, 1, "inputs")
-    (x,) = ins
-    try:
-        view = x.transpose(ints(params, "perm"))
-    except (TypeError, ValueError) as e:
-        raise Unsupported(str(e)) from None
-    return _copy_from(view, outs)
+    return kernel
 
 
-def broadcast_to(ins: Arrays, outs: Arrays, params: Params, scratch: Scratch) -> Step:
-    expect(ins, 1, "inputs")
-    (x,) = ins
-    try:
-        view = np.broadcast_to(x, ints(params, "shape"))
-    except (TypeError, ValueError) as e:
-        raise Unsupported(str(e)) from None
-    return _copy_from(view, outs)
+reshape = _copy_of_view(lambda x, params: x.reshape(ints(params, "shape")))
+transpose = _copy_of_view(lambda x, params: x.transpose(ints(params, "perm")))
+broadcast_to = _copy_of_view(lambda x, params: np.broadcast_to(x, ints(params, "shape")))
