@@ -160,7 +160,7 @@ def aicfc_bench(config: Config, reference: bool) -> Bench:
     prog = Program(model, "cross_entropy", optim.Adam(lr=LR), backend)
     for _ in range(3):
         prog.step(x, y)
-    exe: Any = prog.executable()  # a NumpyExecutable (its `runs`, `plan`, `_steps`)
+    exe: Any = prog.executable()  # a NumpyExecutable (its `runs`, `plan`, `steps`)
     inputs = {"x": x, "y": y.astype(exe.inputs["y"].dtype)}
     t0 = time.perf_counter()
     for _ in range(config.steps):
@@ -265,7 +265,7 @@ def profile_aicfc(exe: Any, inputs: dict[str, np.ndarray], rounds: int) -> list[
         exe.run(inputs)
         whole.append(time.perf_counter() - t0)
         times: dict[str, float] = defaultdict(float)
-        for label, step in zip(labels, exe._steps, strict=True):
+        for label, step in zip(labels, exe.steps, strict=True):
             t1 = time.perf_counter()
             step()
             times[label] += time.perf_counter() - t1

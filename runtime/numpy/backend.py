@@ -176,8 +176,9 @@ def _only_policy_aliases(
 class NumpyExecutable(Executable):
     """A program loaded on the CPU: `arrays[slot]` is the fixed array of each buffer.
 
-    runs: for each step, what it runs: the launcher of its bound kernel
-          ("gemm:matmul"), "reference" (its op's reference function) or "copy".
+    steps: the bound closure of each step of the plan, in order (`run` calls them).
+    runs:  for each step, what it runs: the launcher of its bound kernel
+           ("gemm:matmul"), "reference" (its op's reference function) or "copy".
     """
 
     backend: NumpyBackend
@@ -190,7 +191,7 @@ class NumpyExecutable(Executable):
         self.arrays: list[np.ndarray] = [self._allocate(b) for b in plan.buffers]
         self.scratch = Scratch()
         bound = [self._bind(s) for s in plan.steps]
-        self._steps: list[Step] = [step for step, _ in bound]
+        self.steps: tuple[Step, ...] = tuple(step for step, _ in bound)
         self.runs: tuple[str, ...] = tuple(runs for _, runs in bound)
         self._input_arrays = {n: self.arrays[b.slot] for n, b in self.inputs.items()}
         self._output_arrays = [(n, self.arrays[slot]) for n, slot in plan.outputs]
@@ -285,7 +286,7 @@ class NumpyExecutable(Executable):
             np.copyto(self._input_arrays[name], arr)
         index = 0
         try:
-            for index, step in enumerate(self._steps):  # noqa: B007 (names a failing step)
+            for index, step in enumerate(self.steps):  # noqa: B007 (names a failing step)
                 step()
         except ExecError:
             raise
