@@ -15,23 +15,59 @@ from __future__ import annotations
 import difflib
 import io
 import re
+import struct
+from collections.abc import Mapping, Sequence
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
-from xdsl.ir import BlockArgument, Operation
+from xdsl.dialects.builtin import (
+    AnyDenseElement,
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    FileLineColLoc,
+    IntAttr,
+    ModuleOp,
+    RankedStructure,
+    StringAttr,
+    UnknownLoc,
+)
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.parser import Parser
-from xdsl.printer import Printer
+from xdsl.parser.generic_parser import ParserState
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
-from xdsl.utils.mlir_lexer import MLIRTokenKind
+from xdsl.utils.lexer import Input, Position, Span
+from xdsl.utils.mlir_lexer import MLIRLexer, MLIRToken, MLIRTokenKind
 
 from aicfc.context import make_context
 from aicfc.dialects.diagnostics import format_diagnostic, location_of
 from aicfc.dialects.roles import EXTERNAL_ROLES, NAME_ATTR, ROLE_ATTR
+from aicfc.dominance import dominance_errors
+from aicfc.float_literals import ExactFloatPrinter, parse_dense_float, parse_float_bits
+from aicfc.state_updates import warn_state_updates
 
 
 class IRError(DiagnosticException):
     """A parse or verify error in user IR; str() is `file:line:col: error: message`."""
+
+
+class BoundedLexer(MLIRLexer):
+    """xDSL's lexer with a string-literal check in linear time.
+
+    xDSL's string pattern `"(?:[^"\\...]+|\\...)*"` nests quantifiers, so a string that
+    is not closed on its line (or holds a bad escape) backtracks exponentially in the
+    line's length: one unclosed quote in an 80-character line took minutes. The same
+    language without the nesting fails fast; only then is xDSL's lexer asked.
+    """
+
+    _string = re.compile(r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"')
+
+    def _lex_string_literal(self, start_pos: Position) -> MLIRToken:
+        if self._string.match(self.input.content, start_pos) is None:
+            raise ParseError(
+                Span(start_pos, start_pos + 1, self.input),
+                "End of file reached before closing string literal.",
+            )
+        return super()._lex_string_literal(start_pos)
 
 
 class LocatingParser(Parser):
@@ -41,12 +77,36 @@ class LocatingParser(Parser):
     """
 
     def __init__(self, ctx: Context, text: str, name: str = "<input>", line_offset: int = 0):
-        super().__init__(ctx, text, name)
+        super().__init__(ctx, "", name)
+        self._parser_state = ParserState(BoundedLexer(Input(text, name)))  # lexes a token
         self.file_name = name
         self.line_offset = line_offset
         self.argument_locations: dict[BlockArgument, str] = {}
         """`file:line:col` of each func.func argument, for `check_arguments`."""
         self._argument_spans: list[tuple[str, int, int]] = []
+        self._in_dense_array = False
+        self.value_names: dict[SSAValue, str] = {}
+        """Each value's name as written (`%0`, `%g#1`), for diagnostics."""
+
+    def _register_ssa_definition(self, name: str, values: Sequence[SSAValue], span: Span) -> None:
+        super()._register_ssa_definition(name, values, span)
+        for i, v in enumerate(values):
+            self.value_names[v] = f"%{name}" if len(values) == 1 else f"%{name}#{i}"
+
+    def _parse_block(self) -> Block:
+        # ^2: (a numeric block id, valid MLIR) is no valid xDSL block name: xDSL raised a
+        # bare ValueError (aicfc-opt: internal error) while naming the block.
+        token = self._current_token
+        try:
+            return super()._parse_block()
+        except ValueError as e:
+            if "Invalid Block name" not in str(e):
+                raise
+            raise ParseError(
+                token.span,
+                f"block label '{token.text}' is not supported: a block name must start with a "
+                "letter, '_', '$', '.' or '-' (for example ^bb2)",
+            ) from None
 
     def parse_optional_argument(self, expect_type: bool = True):  # type: ignore[no-untyped-def]
         arg = super().parse_optional_argument(expect_type)
@@ -67,6 +127,28 @@ class LocatingParser(Parser):
         hint = f"; did you mean {close[0]}?" if close else ""
         self.raise_error(f"Operation {name} is not registered{hint}")
 
+    def parse_dense_int_or_fp_elements_attr(
+        self, type: RankedStructure[AnyDenseElement] | None
+    ) -> DenseIntOrFPElementsAttr:
+        # Float elements from their bits (aicfc/float_literals.py); the rest as xDSL reads it.
+        dense = parse_dense_float(self, type)  # type: ignore[arg-type]
+        return dense or super().parse_dense_int_or_fp_elements_attr(type)
+
+    def parse_float(self, *, allow_negative: bool = True) -> float:
+        # A typeless float property printed as its f64 bit pattern (lr = 0x4170000000000000).
+        if self._in_dense_array:
+            return super().parse_float(allow_negative=allow_negative)
+        bits = parse_float_bits(self)
+        return super().parse_float(allow_negative=allow_negative) if bits is None else bits
+
+    def _parse_builtin_densearray_attr(self) -> DenseArrayBase | None:
+        # array<f32: ...> reads its floats with parse_float too, for another type than f64.
+        self._in_dense_array = True
+        try:
+            return super()._parse_builtin_densearray_attr()
+        finally:
+            self._in_dense_array = False
+
     def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
         # An input without ops (an empty file, a chunk after a trailing `// -----`)
         # is an empty module, as in mlir-opt; xDSL calls it "Could not parse entire input!".
@@ -81,15 +163,21 @@ class LocatingParser(Parser):
         first_arg = len(self._argument_spans)
         try:
             op = super().parse_operation()
-        except VerifyException as e:
-            # A type or attribute that fails its own verify() while it is parsed
-            # (e.g. !exec.buffer<?x4xf32, tmp>) has no position: report it at the op.
-            raise ParseError(start, " ".join(str(e).split())) from None
+        except (VerifyException, ValueError, OverflowError, struct.error) as e:
+            # A type or attribute that fails its own verify() or constructor while it is
+            # parsed (!exec.buffer<?x4xf32, tmp>; dense<0x1FFFFFFFFFFFFFFFFF> : tensor<i64>,
+            # a ValueError; array<i64: 2^64>, a struct.error) has no position: report it at
+            # the op.
+            msg = " ".join(str(e).split())
+            if isinstance(e, struct.error):
+                msg = f"a value does not fit its element type ({msg})"
+            raise ParseError(start, msg) from None
         if isinstance(op.location, UnknownLoc):
             op.location = FileLineColLoc(
                 StringAttr(self.file_name), IntAttr(line + self.line_offset), IntAttr(col)
             )
-        if isinstance(op, func.FuncOp) and op.body.blocks:  # arguments parsed first
+        # Arguments parsed first; a generic "func.func" may lack its region (verify says so).
+        if isinstance(op, func.FuncOp) and len(op.regions) == 1 and op.body.blocks:
             spans = self._argument_spans[first_arg : first_arg + len(op.args)]
             for arg, (text, at_line, at_col) in zip(op.args, spans, strict=False):
                 if text == f"%{arg.name_hint}":
@@ -110,13 +198,22 @@ def format_parse_error(e: ParseError, name: str, line_offset: int = 0) -> str:
     return f"{name}:{line + line_offset}:{col}: error: {msg}"
 
 
-def verify_located(module: Operation, name: str = "") -> None:
-    """Verify `module`; on failure raise IRError located at the innermost failing op."""
+def verify_located(
+    module: Operation, name: str = "", value_names: Mapping[SSAValue, str] | None = None
+) -> None:
+    """Verify `module`, dominance included (aicfc/dominance.py); on failure raise IRError
+    located at the innermost failing op (for dominance: the first use in source order,
+    naming the value as `value_names` spell it)."""
     try:
         module.verify()
-        return
+        failed = False
     except (VerifyException, DiagnosticException):
-        pass
+        failed = True
+    if not failed:
+        errors = dominance_errors(module, name, value_names)
+        if errors:
+            raise IRError(errors[0])
+        return
     # Post-order in source order: the innermost op first, the first failing op in the file.
     for op in module.walk(region_first=True):
         try:
@@ -212,22 +309,25 @@ def parse_module(
     """Parse and verify `text`.
 
     Raises IRError (`file:line:col: error: ...`) for a syntax error, an op that
-    fails verification, or an argument that breaks the train-step convention
-    (`check_arguments`).
+    fails verification (dominance included), or an argument that breaks the
+    train-step convention (`check_arguments`). Warns (IRWarning, a UserWarning) for a
+    state argument no result updates and a result name that matches no argument
+    (aicfc/state_updates.py).
     """
-    parser = LocatingParser(ctx or make_context(), text, name, line_offset)
     try:
+        parser = LocatingParser(ctx or make_context(), text, name, line_offset)
         module = parser.parse_module()
     except ParseError as e:
         raise IRError(format_parse_error(e, name, line_offset)) from None
-    verify_located(module, name)
+    verify_located(module, name, parser.value_names)
     check_arguments(module, name, parser.argument_locations)
+    warn_state_updates(module, name, parser.argument_locations)
     return module
 
 
 def print_module(op: Operation, generic: bool = False) -> str:
     """The textual form of `op` (custom syntax unless `generic`), ending in a newline."""
     out = io.StringIO()
-    Printer(stream=out, print_generic_format=generic).print_op(op)
+    ExactFloatPrinter(stream=out, print_generic_format=generic).print_op(op)
     out.write("\n")
     return out.getvalue()

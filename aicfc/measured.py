@@ -40,6 +40,7 @@ import numpy as np
 from xdsl.dialects import builtin, func
 from xdsl.ir import SSAValue
 
+from aicfc.dialects.base import AicfcOp
 from aicfc.dialects.flags import OpFlag, static_flags
 from aicfc.dialects.roles import arg_name, arg_role, functions
 from aicfc.dialects.tensors import fmt_shape
@@ -289,6 +290,13 @@ def _linear_around(report: FunctionReport, node: Node) -> tuple[Node | None, Nod
     return producer, consumer
 
 
+def _collapses_negatives(node: Node) -> bool:
+    """The node's activation (fused or not) has the COLLAPSES_INFO flag (relu; not gelu)."""
+    op = node.ops[-1]
+    flags = op.semantic_flags() if isinstance(op, AicfcOp) else static_flags(op)
+    return bool(flags & OpFlag.COLLAPSES_INFO)
+
+
 def _reduce_candidate(
     report: FunctionReport, a: ActivationStats, batch: int, t: Thresholds
 ) -> Candidate | None:
@@ -308,10 +316,12 @@ def _reduce_candidate(
         if consumer is not None and consumer.out_features is not None:
             saved += d * consumer.out_features
             where += f" and columns of {consumer.label}"
+        # exact where the activation maps every input <= 0 to 0 (it collapses the
+        # negative half-line, as relu): a dead unit then outputs only zeros
         exact = (
             "the outputs on this batch stay the same"
-            if a.kind == "ReLU"
-            else "approximate: GELU's negative outputs are small, not 0"
+            if _collapses_negatives(node)
+            else f"approximate: {a.kind}'s negative outputs are small, not 0"
         )
         because += (
             f"; removing the {d} dead units ({where}) saves {saved} parameters and makes "

@@ -390,6 +390,12 @@ class Tanh(_Pointwise):
     OP = graph.TanhOp
 
 
+class SiLU(_Pointwise):
+    """y = x sigmoid(x) (graph.silu; torch.nn.SiLU)."""
+
+    OP = graph.SiluOp
+
+
 class Dropout(Module):
     """Inverted dropout with drop probability p (torch.nn.Dropout), only in the train step.
 
@@ -456,6 +462,7 @@ __all__ = [
     "ReLU",
     "Sequential",
     "ShapeError",
+    "SiLU",
     "Tanh",
     "has_dropout",
     "manual_seed",

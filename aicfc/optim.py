@@ -27,6 +27,10 @@ from xdsl.ir import SSAValue
 
 from aicfc.dialects import autodiff
 
+_ADAM = autodiff.AdamStepOp.DEFAULTS
+_SGD = autodiff.SgdStepOp.DEFAULTS
+"""The hyperparameter defaults (PyTorch's), written once on the op classes."""
+
 
 def _hyperparameter(opt: object, name: str, value: Any, upper: float | None = None) -> float:
     """`value` as a float in [0, upper) (or [0, inf) with no upper), as torch.optim checks.
@@ -80,9 +84,9 @@ class Adam(Optimizer):
     """
 
     lr: float = 1e-3
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-    weight_decay: float = 0.0
+    betas: tuple[float, float] = (_ADAM["beta1"], _ADAM["beta2"])
+    eps: float = _ADAM["eps"]
+    weight_decay: float = _ADAM["weight_decay"]
     decoupled_weight_decay: bool = False
 
     STATE_NAMES: ClassVar[tuple[str, ...]] = ("exp_avg", "exp_avg_sq", "step")
@@ -149,8 +153,8 @@ class SGD(Optimizer):
     """
 
     lr: float = 1e-3
-    momentum: float = 0.0
-    weight_decay: float = 0.0
+    momentum: float = _SGD["momentum"]
+    weight_decay: float = _SGD["weight_decay"]
     nesterov: bool = False
 
     def __post_init__(self) -> None:

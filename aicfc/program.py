@@ -120,7 +120,9 @@ def _model_output_shape(model: Module, x_shape: tuple[int, ...]) -> tuple[int, .
     n_in = model.input_features()
     expected = f"[N, {n_in}]" if n_in is not None else "[N, ...]"
     try:
-        if len(x_shape) < 1 or x_shape[0] < 1:
+        if len(x_shape) < 1:
+            raise ShapeError("a 0-d array has no batch dimension")
+        if x_shape[0] < 1:
             raise ShapeError("empty batch")
         return model.output_shape(x_shape)
     except ShapeError as e:
@@ -135,10 +137,12 @@ def _on_device(a: Any) -> bool:
 
 
 def _contiguous(a: Any, device: bool) -> Any:
-    """`a` in row-major order (a device array is copied on the device if it is not)."""
-    if device:
-        return a if a.flags.c_contiguous else a.copy()
-    return np.ascontiguousarray(a)
+    """`a` in row-major order (a device array is copied on the device if it is not).
+    A 0-d array stays 0-d (np.ascontiguousarray would make it [1], and an error would
+    then report a shape the user never passed)."""
+    if a.flags.c_contiguous:
+        return a
+    return a.copy() if device else np.ascontiguousarray(a)
 
 
 class Program:

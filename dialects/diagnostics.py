@@ -44,6 +44,12 @@ class OpError(DiagnosticException):
         super().__init__(format_diagnostic(op, "error", f"'{op.name}' {message}"))
 
 
+class IRWarning(UserWarning):
+    """A warning about user IR whose message is a located diagnostic (`file:line:col:
+    remark: ...`): the API raises it as a UserWarning, aicfc-opt and aicfc-run print
+    the message as it is, one line."""
+
+
 def remark(op: Operation, message: str, stream: TextIO | None = None) -> None:
     """Print `file:line:col: remark: message` (to stderr by default)."""
     print(format_diagnostic(op, "remark", f"'{op.name}' {message}"), file=stream or sys.stderr)

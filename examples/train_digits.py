@@ -48,6 +48,7 @@ from tqdm import tqdm
 
 import aicfc
 from aicfc import nn, optim
+from aicfc.runtime.files import WriteError, write_text
 
 
 def load_data(raw_pixels: bool = False) -> tuple[np.ndarray, ...]:
@@ -88,11 +89,10 @@ def emit_mlir(path: str, seed: int, lr: float, batch: int) -> None:
 
     aicfc.manual_seed(seed)
     module = build_module(make_model(), "cross_entropy", optim.Adam(lr=lr), batch)
-    try:
-        with open(path, "w") as f:
-            f.write(MLIR_HEADER.format(lr=lr, batch=batch) + aicfc.print(module))
-    except OSError as e:
-        sys.exit(f"train_digits: cannot write '{path}': {e.strerror}")
+    try:  # atomically: an existing file survives a failed or interrupted write
+        write_text(path, MLIR_HEADER.format(lr=lr, batch=batch) + aicfc.print(module))
+    except WriteError as e:
+        sys.exit(f"train_digits: {e}")
 
 
 def positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:

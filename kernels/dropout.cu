@@ -13,45 +13,22 @@
 // Grid: ceil(n / 4 / 256) blocks (capped, grid-stride) of 256 threads; each thread
 // draws one Philox block of 4 words for 4 consecutive elements.
 #include "common.cuh"
+#include "philox.cuh"
 
 AICFC_EXPORT_ABI_VERSION
-
-namespace {
-
-__device__ __forceinline__ void philox4x32_10(uint32_t c[4], uint32_t k0, uint32_t k1) {
-  const uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
-  const uint32_t W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
-#pragma unroll
-  for (int r = 0; r < 10; ++r) {
-    if (r) {
-      k0 += W0;
-      k1 += W1;
-    }
-    uint32_t hi0 = __umulhi(M0, c[0]), lo0 = M0 * c[0];
-    uint32_t hi1 = __umulhi(M1, c[2]), lo1 = M1 * c[2];
-    uint32_t n0 = hi1 ^ c[1] ^ k0, n2 = hi0 ^ c[3] ^ k1;
-    c[0] = n0;
-    c[1] = lo1;
-    c[2] = n2;
-    c[3] = lo0;
-  }
-}
-
-}  // namespace
 
 extern "C" __global__ void __launch_bounds__(256)
     aicfc_dropout_f32(const float* x, const int64_t* offset,
                       float* out, double p, int64_t seed, int64_t n) {
   uint64_t off = (uint64_t)offset[0];
   uint64_t key = (uint64_t)seed;
-  uint32_t threshold = (uint32_t)rint(p * 16777216.0);  // round half to even, as Python
+  uint32_t threshold = aicfc::dropout_threshold(p);
   float scale = (float)(1.0 / (1.0 - p));
   int64_t nq = (n + 3) / 4;
   for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < nq;
        q += (int64_t)gridDim.x * blockDim.x) {
-    uint32_t c[4] = {(uint32_t)q, (uint32_t)((uint64_t)q >> 32), (uint32_t)off,
-                     (uint32_t)(off >> 32)};
-    philox4x32_10(c, (uint32_t)key, (uint32_t)(key >> 32));
+    uint32_t c[4];
+    aicfc::philox_block((uint64_t)q, off, key, c);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       int64_t i = q * 4 + j;

@@ -1,15 +1,15 @@
-// Elementwise and layout kernels (reference.add, sub, mul, bias_add, relu, gelu,
-// tanh and their gradients; exec.copy, reshape, transpose, broadcast_to).
+// Elementwise and layout kernels (reference.add, sub, mul, bias_add, every activation and
+// its gradient; exec.copy, reshape, transpose, broadcast_to).
 //
 // All are grid-stride loops over n elements (grid from the launcher: enough blocks
 // of 256 threads to fill the device, at most one element per thread per pass).
 // ABIs:
 //   aicfc_{add,sub,mul}_{f32,i32,i64}: (a, b, out, int64 n)         same shapes
 //   aicfc_bias_add_f32:                (x, bias, out, int64 n, int64 C)  bias along the last dim
-//   aicfc_{relu,gelu,tanh}_f32:        (x, out, int64 n)
-//   aicfc_relu_grad_f32:               (dy, y, dx, int64 n)          dx = dy [y > 0]
-//   aicfc_gelu_grad_f32:               (dy, x, dx, int64 n)          dx = dy gelu'(x)
-//   aicfc_tanh_grad_f32:               (dy, y, dx, int64 n)          dx = dy (1 - y^2)
+//   aicfc_<act>_f32:                   (x, out, int64 n)             y = act(x)
+//   aicfc_<act>_grad_f32:              (dy, s, dx, int64 n)          dx = dy act'(.), s the
+//       input or output the activation's gradient saves; one pair per row of
+//       AICFC_ACTIVATIONS (common.cuh: relu, gelu, tanh, ...)
 //   aicfc_copy_bytes:                  (src, dst, int64 nbytes)      16-byte words when aligned
 //   aicfc_permute_b{32,64}:            (x, out, const int64* meta, int32 rank, int64 n)
 //       out[i] = x[sum_d idx_d(i) * meta[rank + d]] with idx_d the digits of i in the
@@ -57,23 +57,13 @@ extern "C" __global__ void aicfc_bias_add_f32(const float* x,
     }                                                                                      \
   }
 
-AICFC_UNARY(relu, x > 0.0f ? x : 0.0f)
-AICFC_UNARY(gelu, aicfc::gelu(x))
-AICFC_UNARY(tanh, tanhf(x))
 
-#define AICFC_GRAD(NAME, EXPR)                                                             \
-  extern "C" __global__ void aicfc_##NAME##_f32(const float* dy_,             \
-                                                const float* s_,              \
-                                                float* out, int64_t n) {      \
-    AICFC_GRID_STRIDE(i, n) {                                                              \
-      float dy = dy_[i], s = s_[i];                                                        \
-      out[i] = EXPR;                                                                       \
-    }                                                                                      \
-  }
+// An activation's kernels: y = act(x), and its gradient as a binary kernel of (dy, s).
+#define AICFC_ACTIVATION_KERNELS(NAME, CODE) \
+  AICFC_UNARY(NAME, aicfc::NAME(x))          \
+  AICFC_BINARY(NAME##_grad, float, f32, aicfc::NAME##_grad(x, y))
 
-AICFC_GRAD(relu_grad, s > 0.0f ? dy : 0.0f)
-AICFC_GRAD(gelu_grad, dy * aicfc::gelu_deriv(s))
-AICFC_GRAD(tanh_grad, dy * (1.0f - s * s))
+AICFC_ACTIVATIONS(AICFC_ACTIVATION_KERNELS)
 
 extern "C" __global__ void aicfc_copy_bytes(const void* src, void* dst,
                                             int64_t nbytes) {

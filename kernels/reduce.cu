@@ -2,8 +2,9 @@
 //
 // aicfc_epilogue_grad_f32: dZ = dY * act'(saved) and dbias = sum over rows of dZ,
 //   in one pass (reference.epilogue_grad; design.md#composite-backward: the bias gradient reduces
-//   dZ in the forward output's layout, never a transpose). `saved` is Y for relu
-//   (relu'(z) = [y > 0]) and Z for gelu.
+//   dZ in the forward output's layout, never a transpose). act'(.) is aicfc::activate_grad
+//   (common.cuh) of the `act` code; `saved` is what the activation's gradient saves:
+//   Y for relu (relu'(z) = [y > 0]) and Z for gelu.
 //   ABI: (dY [M, N], saved [M, N], dZ [M, N], dbias [N], int32 M, int32 N, int32 act).
 // aicfc_reduce_sum_f32: x viewed as [outer, R, inner] -> out [outer, inner] (the
 //   reduced axes of reduce_sum are contiguous; keepdims only changes the shape).
@@ -20,12 +21,6 @@ namespace {
 
 constexpr int kCols = 32, kRowGroups = 32;
 
-__device__ __forceinline__ float grad_act(float dy, float s, int act) {
-  if (act == AICFC_ACT_RELU) return s > 0.0f ? dy : 0.0f;
-  if (act == AICFC_ACT_GELU) return dy * aicfc::gelu_deriv(s);
-  return dy;
-}
-
 }  // namespace
 
 // Grid: (ceil(N / 32), 1); block: (32, 32).
@@ -40,7 +35,7 @@ extern "C" __global__ void __launch_bounds__(1024)
 #pragma unroll 4
     for (int m = threadIdx.y; m < M; m += kRowGroups) {
       size_t o = (size_t)m * N + n;
-      float g = grad_act(__ldg(dY + o), __ldg(saved + o), act);
+      float g = aicfc::activate_grad(__ldg(dY + o), __ldg(saved + o), act);
       dZ[o] = g;
       s += g;
     }

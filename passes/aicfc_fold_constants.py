@@ -95,7 +95,7 @@ class FoldConstantOperands(RewritePattern):
         if not all(isinstance(t, TensorType) for t in types):
             return
         result_types: list[TensorType] = types  # type: ignore[assignment]
-        ref = REFERENCE.get(op.name)
+        ref = REFERENCE.get(type(op))
         if ref is None:
             return
         try:

@@ -27,7 +27,9 @@ factorisation worth keeping, and the pass folds only with `force=true`.
 Inference only: in a training function (one with autodiff ops, `state`
 arguments or param next-value results) folding would change what the
 optimizer updates, so the pass stops with an error at the first pair it would
-fold there.
+fold there. Option `function` applies the pass to one function only, so a
+module holding both `@train_step` and `@predict` (what examples/train_digits.py
+--emit-mlir writes) folds with `aicfc-fold-linear{function=predict}`.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from aicfc.dialects.flags import OpFlag, static_flags
 from aicfc.dialects.graph import Activation, AddOp, BiasAddOp, GemmEpilogueOp, MatmulOp, ReshapeOp
 from aicfc.dialects.roles import arg_name, arg_role, functions, result_names
 from aicfc.passes.linear_layers import Pair, match_pair
+from aicfc.passes.options import PassOptionError
 
 F = OpFlag
 
@@ -140,7 +143,7 @@ def _refuse_in_training(fn: func.FuncOp, reason: str, force: bool) -> None:
                 f"aicfc-fold-linear: cannot fold linear layers in the training function "
                 f"@{fn.sym_name.data} ({reason}): folding replaces '{w1}' and '{w2}', which "
                 "the optimizer updates, by their product; run it on the inference function "
-                "(@predict) instead",
+                "only: aicfc-fold-linear{function=predict}",
             )
 
 
@@ -153,8 +156,20 @@ class AicfcFoldLinearPass(ModulePass):
     force: bool = False
     """Fold even when the folded weight has more parameters than the two layers."""
 
+    function: str = ""
+    """Fold only in this function (its name without @); empty: every function."""
+
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
-        for fn in functions(op):
+        fns = functions(op)
+        if self.function:
+            names = ", ".join(f"@{f.sym_name.data}" for f in fns) or "none"
+            fns = [f for f in fns if f.sym_name.data == self.function]
+            if not fns:
+                raise PassOptionError(
+                    f"aicfc-fold-linear: no function @{self.function} in the module "
+                    f"(functions: {names})"
+                )
+        for fn in fns:
             reason = training_reason(fn)
             if reason is not None:
                 _refuse_in_training(fn, reason, self.force)

@@ -15,17 +15,61 @@ the module lacks); aicfc-opt prints it as `aicfc-opt: error: ...`.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from xdsl.passes import ModulePass
-from xdsl.utils.arg_spec import ArgSpec
-from xdsl.utils.exceptions import DiagnosticException
+from xdsl.utils.arg_spec import ArgSpec, parse_pipeline
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException
 
 
 class PassOptionError(DiagnosticException):
     """A pass option that is wrong for the module or the command line (not an IR error)."""
+
+
+class PassPipelineError(PassOptionError, ValueError):
+    """A pass pipeline text (`-p`, `aicfc.run_pipeline`) with bad syntax, an unknown pass
+    or a bad option; a ValueError too, as xDSL's pipeline parser raises."""
+
+
+XDSL_PASSES = ("canonicalize", "cse", "dce")
+"""The xDSL passes aicfc-opt registers and the messages list (the generic rewrites the
+pipeline and the docs use; the rest of xDSL's passes target other dialects)."""
+
+QUOTING_HINT = (
+    "a string option value other than a plain word needs double quotes, e.g. "
+    'aicfc-lower-exec{autotune_cache="at.json"} (on a shell command line, quote the '
+    "whole -p argument: -p 'aicfc-lower-exec{autotune_cache=\"at.json\"}')"
+)
+
+
+def check_pipeline(
+    text: str, available: Mapping[str, Callable[[], type[ModulePass]]]
+) -> list[ArgSpec]:
+    """The pass specs of pipeline `text` after checking each pass name and its options
+    against `available` (name -> pass class factory); PassPipelineError otherwise, with
+    the message aicfc-opt prints after `aicfc-opt: error: `."""
+    try:
+        specs = list(parse_pipeline(text))
+    except ArgSpecParseError as e:  # a BaseException in xDSL: catch it by name
+        hint = f"\n({QUOTING_HINT})" if "Unknown token" in str(e) else ""
+        raise PassPipelineError(f"bad pass pipeline '{text}':\n{str(e).rstrip()}{hint}") from None
+    for spec in specs:
+        if spec.name not in available:
+            ours = sorted(n for n in available if n.startswith("aicfc"))
+            close = difflib.get_close_matches(spec.name, [*ours, *XDSL_PASSES], n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise PassPipelineError(
+                f"unknown pass '{spec.name}'; {hint}available: {', '.join(ours)} and xDSL's "
+                f"({', '.join(XDSL_PASSES)}); see docs/passes.md"
+            )
+        try:
+            check_options(spec, available[spec.name]())
+        except PassOptionError as e:
+            raise PassPipelineError(f"bad pass options in '{text}': {e}") from None
+    return specs
 
 
 def _backends() -> tuple[str, ...]:

@@ -97,8 +97,17 @@ def available_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
 
 def parse_passes(spec: str) -> tuple[ModulePass, ...]:
-    """The passes of a `-p`-style spec ("aicfc-fuse,cse"); ValueError names an unknown pass."""
-    return PassPipeline.parse_spec(available_passes(), spec).passes
+    """The passes of a `-p`-style spec ("aicfc-fuse,cse").
+
+    Raises PassPipelineError (a ValueError) with aicfc-opt's messages: an unknown pass
+    (with the list of passes), an unknown option or a value of the wrong type (with the
+    pass's options), bad syntax; a value the pass itself refuses raises its ValueError.
+    """
+    from aicfc.passes.options import check_pipeline
+
+    passes = available_passes()
+    check_pipeline(spec, passes)
+    return PassPipeline.parse_spec(passes, spec).passes
 
 
 StageCallback = Callable[[str, ModuleOp], None]

@@ -28,7 +28,8 @@ The math, per op (dY: gradient of the result; shapes as in dialects/graph/):
                   dZ keeps the forward layout, db reduces dZ (docs/design.md#composite-backward)
     bias_add      dx = dy, db = sum over all leading axes of dy
     add / sub     da = dz, db = +-dz;  mul: da = dz * b, db = dz * a
-    relu / gelu / tanh    relu_grad(dy, y) / gelu_grad(dy, x) / tanh_grad(dy, y)
+    relu / gelu / tanh    relu_grad(dy, y) / gelu_grad(dy, x) / tanh_grad(dy, y): every
+                  activation's rule is its gradient op on what its row saves (x or y)
     dropout       dropout_grad(dy, offset): the same mask, so the same linear map
     reshape / transpose   the inverse reshape / the inverse permutation
     broadcast_to  sum over the broadcast axes, reshape back for size-1 dims
@@ -48,8 +49,10 @@ Backward primitives (second order):
     mse_loss_grad dp = 2 (p - t) dL / n:
                   d p = -d t = 2 g dL / n,  d dL = sum(g * mse_loss_grad(p, t, 1))
     dropout_grad  linear in dy with a fixed mask: d dy = dropout_grad(g, offset)
-    epilogue_grad (relu) dZ = relu_grad(dY, Y), db = sum_rows(dZ):  d dY = relu_grad(gZ + gb, Y);
-                  the gelu form needs gelu'' (no op computes it): not differentiable
+    epilogue_grad dZ = act_grad(dY, s), db = sum_rows(dZ): the VJP of act_grad with the
+                  gradient gZ + broadcast(gb) of dZ (relu: d dY = relu_grad(gZ + gb, Y),
+                  d Y = 0 a.e.); the gelu form needs gelu'' (no op computes it): not
+                  differentiable
 """
 
 from __future__ import annotations
@@ -64,9 +67,10 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from aicfc.dialects import autodiff as ad
 from aicfc.dialects import graph as g
+from aicfc.dialects.activation_table import Saved
 from aicfc.dialects.base import AicfcOp
 from aicfc.dialects.diagnostics import copy_location
-from aicfc.dialects.graph import Activation
+from aicfc.dialects.graph import ACTIVATION_OF, ACTIVATIONS, Activation, ActivationOp
 from aicfc.dialects.tensors import numel, shape_of
 
 Grad = SSAValue | None
@@ -197,12 +201,13 @@ def _gemm_epilogue(ctx: VjpContext, op: g.GemmEpilogueOp, grads: Sequence[Grad])
     act = op.activation
     dz: Grad = None
     if dy is not None:
-        if act == Activation.RELU:
-            dz = ctx.value(ad.ReluGradOp(dy, op.result))  # relu'(z) = (y > 0)
-        elif act == Activation.GELU:
-            z: SSAValue | None = op.pre_act
-            if z is None:  # recompute Z with the same GEMM and bias, no activation
-                z = ctx.value(
+        if act == Activation.NONE:
+            dz = dy
+        else:
+            row = ACTIVATIONS[act]
+            saved: SSAValue | None = op.result if row.facts.saves == Saved.OUTPUT else op.pre_act
+            if saved is None:  # recompute Z with the same GEMM and bias, no activation
+                saved = ctx.value(
                     g.GemmEpilogueOp(
                         op.lhs,
                         op.rhs,
@@ -212,9 +217,7 @@ def _gemm_epilogue(ctx: VjpContext, op: g.GemmEpilogueOp, grads: Sequence[Grad])
                         bool(op.transpose_b),
                     )
                 )
-            dz = ctx.value(ad.GeluGradOp(dy, z))
-        else:
-            dz = dy
+            dz = ctx.value(row.grad(dy, saved))  # relu'(z) = (y > 0); gelu'(z) reads Z
     dz = add(ctx, dz, d_pre)
     assert dz is not None
     want_a, want_b = ctx.wanted[0], ctx.wanted[1]
@@ -253,22 +256,12 @@ def _mul(ctx: VjpContext, op: g.MulOp, grads: Sequence[Grad]) -> Sequence[Grad]:
     return da, db
 
 
-def _relu(ctx: VjpContext, op: g.ReluOp, grads: Sequence[Grad]) -> Sequence[Grad]:
+def _activation(ctx: VjpContext, op: ActivationOp, grads: Sequence[Grad]) -> Sequence[Grad]:
+    # dx = act_grad(dy, saved): saved is the input or the output, as the row says.
     (dy,) = grads
     assert dy is not None
-    return (ctx.value(ad.ReluGradOp(dy, op.result)),)
-
-
-def _gelu(ctx: VjpContext, op: g.GeluOp, grads: Sequence[Grad]) -> Sequence[Grad]:
-    (dy,) = grads
-    assert dy is not None
-    return (ctx.value(ad.GeluGradOp(dy, op.input)),)
-
-
-def _tanh(ctx: VjpContext, op: g.TanhOp, grads: Sequence[Grad]) -> Sequence[Grad]:
-    (dy,) = grads
-    assert dy is not None
-    return (ctx.value(ad.TanhGradOp(dy, op.result)),)
+    row = ACTIVATION_OF[type(op)]
+    return (ctx.value(row.grad(dy, row.saved_value(op))),)
 
 
 def _dropout(ctx: VjpContext, op: g.DropoutOp, grads: Sequence[Grad]) -> Sequence[Grad]:
@@ -432,14 +425,14 @@ def _dropout_grad(ctx: VjpContext, op: ad.DropoutGradOp, grads: Sequence[Grad]) 
 
 
 def _epilogue_grad(ctx: VjpContext, op: ad.EpilogueGradOp, grads: Sequence[Grad]) -> Sequence[Grad]:
-    # dZ = relu_grad(dY, Y), db = sum_rows(dZ): both linear in dY through dZ, so
-    # d dY = relu_grad(gZ + broadcast(gb), Y); d Y = 0 a.e. (gelu: see EpilogueGradOp)
-    assert op.act.data == Activation.RELU
+    # dZ = act_grad(dY, saved), db = sum_rows(dZ): db is linear in dZ, so the gradient
+    # of dZ is gZ + broadcast(gb) and the rest is the VJP of act_grad (operands grad,
+    # saved, as epilogue_grad's). Only where act_grad has one (EpilogueGradOp says so).
     g_dz, g_db = grads
     shape = shape_of(op.grad.type)
     g_total = add(ctx, g_dz, broadcast(ctx, g_db, shape) if g_db is not None else None)
     assert g_total is not None
-    return ctx.value(ad.ReluGradOp(g_total, op.saved)) if ctx.wanted[0] else None, None
+    return VJP_RULES[ACTIVATIONS[op.act.data].grad](ctx, op, [g_total])
 
 
 # ----------------------------------------------------------------------------
@@ -466,9 +459,7 @@ VJP_RULES: dict[type[Operation], VjpRule] = {
     g.AddOp: _add,
     g.SubOp: _sub,
     g.MulOp: _mul,
-    g.ReluOp: _relu,
-    g.GeluOp: _gelu,
-    g.TanhOp: _tanh,
+    **{row.forward: _activation for row in ACTIVATIONS.values()},
     g.DropoutOp: _dropout,
     g.ReshapeOp: _reshape,
     g.TransposeOp: _transpose,

@@ -2,7 +2,7 @@
 
 This is the reference executor for value-semantics IR: differential tests run
 a function before and after a pass and compare. Each op is evaluated by
-`runtime.reference.REFERENCE`; `graph.constant` yields its value. Every SSA
+`runtime.reference.REFERENCE[type(op)]`; `graph.constant` yields its value. Every SSA
 value stays alive (fine for tests; the exec backends plan buffers instead).
 """
 
@@ -15,6 +15,7 @@ from xdsl.dialects import builtin, func
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
 from xdsl.ir import Attribute, SSAValue
 
+from aicfc.dialects.autodiff import BackwardOp
 from aicfc.dialects.base import AicfcOp
 from aicfc.dialects.flags import OpFlag, static_flags
 from aicfc.dialects.roles import NAME_ATTR
@@ -115,11 +116,11 @@ def run_func(
         if static_flags(op) & OpFlag.IS_CONSTANT:
             env[op.results[0]] = dense_to_numpy(op.properties["value"])
             continue
-        ref = REFERENCE.get(op.name)
+        ref = REFERENCE.get(type(op))
         if ref is None or not isinstance(op, AicfcOp):
             raise InterpreterError(
                 f"{op.name} has no NumPy reference"
-                + (" (run aicfc-expand-backward first)" if op.name == "autodiff.backward" else "")
+                + (" (run aicfc-expand-backward first)" if isinstance(op, BackwardOp) else "")
             )
         outs = ref(*(env[v] for v in op.operands), **op.kernel_params())
         for r, v in zip(op.results, outs[: len(op.results)], strict=True):

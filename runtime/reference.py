@@ -5,7 +5,10 @@ for the same reason). Every backend kernel and every pass is checked against
 it. Each function takes the op's operands as arrays, in operand order, and
 its scalar parameters (`AicfcOp.kernel_params()`) as keywords, and returns a
 tuple with one array per result (optional results included: callers keep as
-many as the op has).
+many as the op has). `REFERENCE` maps each op class to its function, as xDSL's
+interpreter keys its implementations by class (`@impl(math.ExpOp)`); the kernel
+registry names ops by string (plain data), so `reference_for` turns a kernel's op
+name into its function, once, when a program loads.
 
 Arithmetic runs in the operands' dtype, as the kernels do; the gradient checks
 run the same functions in float64.
@@ -16,7 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from scipy.special import erf
+from scipy.special import erf, expit
+from xdsl.context import Context
+from xdsl.ir import Operation
+
+from aicfc.dialects import autodiff as ad
+from aicfc.dialects import graph as g
+from aicfc.dialects.graph import ACTIVATIONS, Activation
 
 Array = np.ndarray
 RefFn = Callable[..., tuple[Array, ...]]
@@ -39,11 +48,9 @@ def matmul(
 
 
 def _activate(z: Array, act: str) -> Array:
-    if act == "relu":
-        return np.maximum(z, 0).astype(z.dtype)
-    if act == "gelu":
-        return gelu(z)[0]
-    return z
+    """act(z) by the reference of the activation's op (its row of the activation table)."""
+    a = Activation(act)
+    return z if a == Activation.NONE else REFERENCE[ACTIVATIONS[a].forward](z)[0]
 
 
 def gemm_epilogue(
@@ -92,6 +99,11 @@ def gelu(x: Array) -> tuple[Array]:
 
 def tanh(x: Array) -> tuple[Array]:
     return (np.tanh(x),)
+
+
+def silu(x: Array) -> tuple[Array]:
+    """x * sigmoid(x) (Elfwing et al. 2018; torch.nn.functional.silu)."""
+    return ((x * expit(x)).astype(x.dtype),)
 
 
 # --- dropout: Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy
@@ -237,6 +249,12 @@ def tanh_grad(dy: Array, y: Array) -> tuple[Array]:
     return (dy * (1 - y * y),)
 
 
+def silu_grad(dy: Array, x: Array) -> tuple[Array]:
+    """dy * silu'(x), silu'(x) = s (1 + x (1 - s)) with s = sigmoid(x)."""
+    s = expit(x)
+    return ((dy * (s * (1 + x * (1 - s)))).astype(dy.dtype),)
+
+
 def softmax_grad(dy: Array, y: Array, *, axis: int) -> tuple[Array]:
     return (y * (dy - np.sum(dy * y, axis=axis, keepdims=True)),)
 
@@ -265,11 +283,16 @@ def dropout_grad(dy: Array, offset: Array, *, p: float, seed: int) -> tuple[Arra
 
 
 def epilogue_grad(dy: Array, saved: Array, *, act: str) -> tuple[Array, Array]:
-    dz = relu_grad(dy, saved)[0] if act == "relu" else gelu_grad(dy, saved)[0]
+    """(dZ, dbias): dZ = act_grad(dY, saved) by the reference of the activation's gradient
+    op, dbias = the column sum of dZ."""
+    dz = REFERENCE[ACTIVATIONS[Activation(act)].grad](dy, saved)[0]
     return dz, np.sum(dz, axis=0).astype(dz.dtype)
 
 
-# --- optimizer steps ---------------------------------------------------------
+# --- optimizer steps (hyperparameter defaults: the op classes' DEFAULTS) --------
+
+_ADAM = ad.AdamStepOp.DEFAULTS
+_SGD = ad.SgdStepOp.DEFAULTS
 
 
 def adam_step(
@@ -280,10 +303,10 @@ def adam_step(
     step: Array,
     *,
     lr: float,
-    beta1: float = 0.9,
-    beta2: float = 0.999,
-    eps: float = 1e-8,
-    weight_decay: float = 0.0,
+    beta1: float = _ADAM["beta1"],
+    beta2: float = _ADAM["beta2"],
+    eps: float = _ADAM["eps"],
+    weight_decay: float = _ADAM["weight_decay"],
     decoupled_weight_decay: bool = False,
 ) -> tuple[Array, Array, Array, Array]:
     """torch.optim.Adam's single-tensor update, in its order of operations."""
@@ -308,8 +331,8 @@ def sgd_step(
     momentum_buffer: Array | None = None,
     *,
     lr: float,
-    momentum: float = 0.0,
-    weight_decay: float = 0.0,
+    momentum: float = _SGD["momentum"],
+    weight_decay: float = _SGD["weight_decay"],
     nesterov: bool = False,
 ) -> tuple[Array, ...]:
     """torch.optim.SGD's update with dampening 0 (buffer starting at zero)."""
@@ -323,37 +346,53 @@ def sgd_step(
     return param - dt(lr) * step, buf
 
 
-# --- the table: op name -> reference ------------------------------------------
+# --- the table: op class -> reference ------------------------------------------
 
-REFERENCE: dict[str, RefFn] = {
-    "graph.matmul": matmul,
-    "graph.gemm_epilogue": gemm_epilogue,
-    "graph.bias_add": bias_add,
-    "graph.add": add,
-    "graph.sub": sub,
-    "graph.mul": mul,
-    "graph.relu": relu,
-    "graph.gelu": gelu,
-    "graph.tanh": tanh,
-    "graph.dropout": dropout,
-    "graph.reshape": reshape,
-    "graph.transpose": transpose,
-    "graph.broadcast_to": broadcast_to,
-    "graph.softmax": softmax,
-    "graph.reduce_sum": reduce_sum,
-    "graph.cross_entropy": cross_entropy,
-    "graph.mse_loss": mse_loss,
-    "autodiff.relu_grad": relu_grad,
-    "autodiff.gelu_grad": gelu_grad,
-    "autodiff.tanh_grad": tanh_grad,
-    "autodiff.softmax_grad": softmax_grad,
-    "autodiff.cross_entropy_grad": cross_entropy_grad,
-    "autodiff.cross_entropy_with_grad": cross_entropy_with_grad,
-    "autodiff.mse_loss_grad": mse_loss_grad,
-    "autodiff.dropout_grad": dropout_grad,
-    "autodiff.epilogue_grad": epilogue_grad,
-    "autodiff.adam_step": adam_step,
-    "autodiff.sgd_step": sgd_step,
+REFERENCE: dict[type[Operation], RefFn] = {
+    g.MatmulOp: matmul,
+    g.GemmEpilogueOp: gemm_epilogue,
+    g.BiasAddOp: bias_add,
+    g.AddOp: add,
+    g.SubOp: sub,
+    g.MulOp: mul,
+    g.ReluOp: relu,
+    g.GeluOp: gelu,
+    g.TanhOp: tanh,
+    g.SiluOp: silu,
+    g.DropoutOp: dropout,
+    g.ReshapeOp: reshape,
+    g.TransposeOp: transpose,
+    g.BroadcastToOp: broadcast_to,
+    g.SoftmaxOp: softmax,
+    g.ReduceSumOp: reduce_sum,
+    g.CrossEntropyOp: cross_entropy,
+    g.MseLossOp: mse_loss,
+    ad.ReluGradOp: relu_grad,
+    ad.GeluGradOp: gelu_grad,
+    ad.TanhGradOp: tanh_grad,
+    ad.SiluGradOp: silu_grad,
+    ad.SoftmaxGradOp: softmax_grad,
+    ad.CrossEntropyGradOp: cross_entropy_grad,
+    ad.CrossEntropyWithGradOp: cross_entropy_with_grad,
+    ad.MseLossGradOp: mse_loss_grad,
+    ad.DropoutGradOp: dropout_grad,
+    ad.EpilogueGradOp: epilogue_grad,
+    ad.AdamStepOp: adam_step,
+    ad.SgdStepOp: sgd_step,
 }
-"""Reference semantics of every executable op. graph.constant is data (its
+"""Reference semantics of every executable op, keyed by op class. graph.constant is data (its
 value attribute) and autodiff.backward must be expanded first; neither is here."""
+
+_OPS = Context()
+_OPS.load_dialect(g.Graph)
+_OPS.load_dialect(ad.Autodiff)
+
+
+def reference_for(op_name: str) -> RefFn:
+    """The reference function of the op named `op_name` (a KernelSpec's `op`), found through
+    the dialects' op classes; KeyError naming the op where it has none."""
+    cls = _OPS.get_optional_op(op_name)
+    fn = REFERENCE.get(cls) if cls is not None else None
+    if fn is None:
+        raise KeyError(f"op {op_name!r} has no NumPy reference (runtime/reference.py REFERENCE)")
+    return fn

@@ -9,7 +9,8 @@ and layouts, what it refuses
 parameters and, for CUDA kernels, the `.cu` source and `extern "C"` symbol
 (docs/design.md#kernel-selection). `aicfc-lower-exec` reads this table and
 `runtime/selector.py` scores its entries, so this module imports no backend,
-no xDSL and no NumPy.
+no xDSL and no NumPy. Activations come from the plain-data activation table
+(dialects/activation_table.py): each one's kernels and which kernels apply it.
 
 Launch ABI, the same for every kernel (architecture §5): input buffers in the
 op's operand order, then output buffers in result order, then the scalar
@@ -27,6 +28,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
+from aicfc.dialects.activation_table import ACTIVATION_FACTS, EPILOGUE_ACTIVATIONS
 from aicfc.runtime.backend_names import KERNEL_FAMILIES
 
 LAYOUTS = ("row_major",)
@@ -173,10 +175,10 @@ class KernelSpec:
 
 # ----------------------------------------------------------------------------
 # The NumPy reference kernels: one per op of runtime/reference.py's REFERENCE,
-# plus copy. Each runs REFERENCE[op] and writes the results into its output
-# buffers, so any alias is safe (the result is complete before the copy): all
-# carry "inplace_ok". The faster NumPy kernels (runtime/registry_numpy.py) join
-# them through EXTENSION_MODULES.
+# plus copy. Each runs its op's reference function and writes the results into
+# its output buffers, so any alias is safe (the result is complete before the
+# copy): all carry "inplace_ok". The faster NumPy kernels
+# (runtime/registry_numpy.py) join them through EXTENSION_MODULES.
 # ----------------------------------------------------------------------------
 
 _FLOATS = ("f16", "f32", "f64")
@@ -185,14 +187,12 @@ _INT_LABELS = ((1, ("i32", "i64")),)
 
 _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("graph.matmul", _FLOATS, Constraints()),
-    ("graph.gemm_epilogue", _FLOATS, Constraints(activations=("none", "relu", "gelu"))),
+    ("graph.gemm_epilogue", _FLOATS, Constraints(activations=("none", *EPILOGUE_ACTIVATIONS))),
     ("graph.bias_add", _FLOATS, Constraints()),
     ("graph.add", _NUMBERS, Constraints()),
     ("graph.sub", _NUMBERS, Constraints()),
     ("graph.mul", _NUMBERS, Constraints()),
-    ("graph.relu", _FLOATS, Constraints()),
-    ("graph.gelu", _FLOATS, Constraints()),
-    ("graph.tanh", _FLOATS, Constraints()),
+    *((f.op, _FLOATS, Constraints()) for f in ACTIVATION_FACTS),
     ("graph.dropout", _FLOATS, Constraints(operand_dtypes=((1, ("i64",)),))),
     ("graph.reshape", _NUMBERS, Constraints()),
     ("graph.transpose", _NUMBERS, Constraints()),
@@ -201,15 +201,13 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("graph.reduce_sum", _NUMBERS, Constraints()),
     ("graph.cross_entropy", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
     ("graph.mse_loss", _FLOATS, Constraints()),
-    ("autodiff.relu_grad", _FLOATS, Constraints()),
-    ("autodiff.gelu_grad", _FLOATS, Constraints()),
-    ("autodiff.tanh_grad", _FLOATS, Constraints()),
+    *((f.grad_op, _FLOATS, Constraints()) for f in ACTIVATION_FACTS),
     ("autodiff.softmax_grad", _FLOATS, Constraints()),
     ("autodiff.cross_entropy_grad", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
     ("autodiff.cross_entropy_with_grad", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
     ("autodiff.mse_loss_grad", _FLOATS, Constraints()),
     ("autodiff.dropout_grad", _FLOATS, Constraints(operand_dtypes=((1, ("i64",)),))),
-    ("autodiff.epilogue_grad", _FLOATS, Constraints(activations=("relu", "gelu"))),
+    ("autodiff.epilogue_grad", _FLOATS, Constraints(activations=EPILOGUE_ACTIVATIONS)),
     ("autodiff.adam_step", _FLOATS, Constraints()),
     ("autodiff.sgd_step", _FLOATS, Constraints()),
     ("exec.copy", (*_NUMBERS, "i1"), Constraints()),

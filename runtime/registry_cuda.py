@@ -21,14 +21,23 @@ SIMT kernels (the 128x128 tile only from 512x512 up, else the 64x64 one). TF32
 kernels are refused unless the compile allows TF32 (`requires=("tf32",)`), and then
 outscore the rest where the product fills their tiles. cuBLASLt's GELU epilogue is
 the tanh approximation, not the exact erf GELU of graph.gelu, so cuBLASLt entries
-refuse act=gelu. cuBLASLt has no row-alignment constraint: the GPU tests run it on rows
+refuse act=gelu: they take the activations whose row of the activation table
+(dialects/activation_table.py) names a cuBLASLt epilogue, our GEMM kernels those
+with an epilogue form, and every activation has its elementwise kernel and that of
+its gradient. cuBLASLt has no row-alignment constraint: the GPU tests run it on rows
 of 524 bytes (K = 131) and 40 bytes (N = 10) within the fp32 tolerance.
 
-Imports nothing but the registry's dataclasses (a launcher is named, never imported).
+Imports nothing but the registry's dataclasses and the activation table (a launcher is
+named, never imported).
 """
 
 from __future__ import annotations
 
+from aicfc.dialects.activation_table import (
+    ACTIVATION_FACTS,
+    CUBLASLT_ACTIVATIONS,
+    EPILOGUE_ACTIVATIONS,
+)
 from aicfc.runtime.registry import Constraints, KernelSpec
 
 F32 = ("f32",)
@@ -41,8 +50,12 @@ SKINNY_SIDE = 32
 """The skinny kernel's short side (M, N or K) is at most this (one warp's lanes)."""
 SPLIT_K_MAX_OUTPUTS = 1 << 18
 """The split-K kernel's 32x32 tiles suit results up to this many elements."""
-_ACTS = ("none", "relu", "gelu")
-GEMM_OPS = ("graph.gemm_epilogue", "graph.matmul")
+_ACTS = ("none", *EPILOGUE_ACTIVATIONS)
+_GEMM_FLAGS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("graph.gemm_epilogue", frozenset({"fused"})),
+    ("graph.matmul", frozenset()),
+)
+GEMM_OPS = tuple(op for op, _ in _GEMM_FLAGS)
 """The ops with several competing kernels (runtime/cuda/autotune.py times these)."""
 
 
@@ -68,14 +81,14 @@ def _gemm_family(
             dtypes=F32,
             transposes=(pair,),
             constraints=constraints,
-            flags=flags | ({"fused"} if op == "graph.gemm_epilogue" else frozenset()),
+            flags=flags | op_flags,
             abi=abi,
             source=source,
             symbol=f"{symbol}_{suffix}",
             launcher=launcher,
             priority=priority,
         )
-        for op in GEMM_OPS
+        for op, op_flags in _GEMM_FLAGS
         for suffix, pair in _PAIRS.items()
     ]
 
@@ -135,19 +148,17 @@ _CUBLASLT = tuple(
         family="cuda",
         dtypes=F32,
         constraints=Constraints(
-            activations=("none", "relu"),
+            activations=("none", *CUBLASLT_ACTIVATIONS),
             min_arch=80 if prec == "tf32" else 0,
             requires=("cublaslt", "tf32") if prec == "tf32" else ("cublaslt",),
         ),
-        flags=frozenset(
-            {"library", "cublaslt"}
-            | ({"tensor_core", "tf32"} if prec == "tf32" else set())
-            | ({"fused"} if op == "graph.gemm_epilogue" else set())
-        ),
+        flags=frozenset({"library", "cublaslt"})
+        | (frozenset({"tensor_core", "tf32"}) if prec == "tf32" else frozenset())
+        | op_flags,
         launcher="cublaslt:launch_cublaslt",
         priority=10,
     )
-    for op in GEMM_OPS
+    for op, op_flags in _GEMM_FLAGS
     for prec in ("f32", "tf32")
 )
 
@@ -181,84 +192,57 @@ def _k(
 _N = (("n", "int64_t"),)
 _INPLACE = ("inplace_ok",)
 
-_ELEMENTWISE = [
-    _k(
-        f"{op}_{dt}",
-        f"graph.{op}",
-        "elementwise.cu",
-        f"aicfc_{op}_{dt}",
-        _N,
-        (dt,),
-        flags=_INPLACE,
-        launcher="launch_elementwise",
-    )
-    for op in ("add", "sub", "mul")
-    for dt in ("f32", "i32", "i64")
-] + [
-    _k(
-        "bias_add_f32",
-        "graph.bias_add",
-        "elementwise.cu",
-        "aicfc_bias_add_f32",
-        (("n", "int64_t"), ("C", "int64_t")),
-        flags=_INPLACE,
-        launcher="launch_bias_add",
-    ),
-    _k(
-        "relu_f32",
-        "graph.relu",
-        "elementwise.cu",
-        "aicfc_relu_f32",
-        _N,
-        flags=_INPLACE,
-        launcher="launch_elementwise",
-    ),
-    _k(
-        "gelu_f32",
-        "graph.gelu",
-        "elementwise.cu",
-        "aicfc_gelu_f32",
-        _N,
-        flags=_INPLACE,
-        launcher="launch_elementwise",
-    ),
-    _k(
-        "tanh_f32",
-        "graph.tanh",
-        "elementwise.cu",
-        "aicfc_tanh_f32",
-        _N,
-        flags=_INPLACE,
-        launcher="launch_elementwise",
-    ),
-    _k(
-        "relu_grad_f32",
-        "autodiff.relu_grad",
-        "elementwise.cu",
-        "aicfc_relu_grad_f32",
-        _N,
-        flags=_INPLACE,
-        launcher="launch_elementwise",
-    ),
-    _k(
-        "gelu_grad_f32",
-        "autodiff.gelu_grad",
-        "elementwise.cu",
-        "aicfc_gelu_grad_f32",
-        _N,
-        flags=_INPLACE,
-        launcher="launch_elementwise",
-    ),
-    _k(
-        "tanh_grad_f32",
-        "autodiff.tanh_grad",
-        "elementwise.cu",
-        "aicfc_tanh_grad_f32",
-        _N,
-        flags=_INPLACE,
-        launcher="launch_elementwise",
-    ),
-]
+_ELEMENTWISE = (
+    [
+        _k(
+            f"{op}_{dt}",
+            f"graph.{op}",
+            "elementwise.cu",
+            f"aicfc_{op}_{dt}",
+            _N,
+            (dt,),
+            flags=_INPLACE,
+            launcher="launch_elementwise",
+        )
+        for op in ("add", "sub", "mul")
+        for dt in ("f32", "i32", "i64")
+    ]
+    + [
+        _k(
+            "bias_add_f32",
+            "graph.bias_add",
+            "elementwise.cu",
+            "aicfc_bias_add_f32",
+            (("n", "int64_t"), ("C", "int64_t")),
+            flags=_INPLACE,
+            launcher="launch_bias_add",
+        ),
+    ]
+    + [
+        # aicfc_<act>_f32 (x, out, n) and aicfc_<act>_grad_f32 (dy, saved, dx, n), one pair
+        # per activation (kernels/elementwise.cu instantiates them from kernels/common.cuh)
+        _k(
+            f"{name}_f32",
+            op,
+            "elementwise.cu",
+            f"aicfc_{name}_f32",
+            _N,
+            flags=_INPLACE,
+            launcher="launch_elementwise",
+        )
+        for names in (
+            [(f.name, f.op) for f in ACTIVATION_FACTS],
+            [(f"{f.name}_grad", f.grad_op) for f in ACTIVATION_FACTS],
+        )
+        for name, op in names
+    ]
+)
+
+ACTIVATION_KERNELS: dict[str, str] = {
+    "none": "cuda.copy",
+    **{f.name: f"cuda.{f.name}_f32" for f in ACTIVATION_FACTS},
+}
+"""Activation -> the kernel that writes Y = act(Z) from Z (a copy for none)."""
 
 _ANY = ("f16", "f32", "f64", "i1", "i32", "i64")
 _PERMUTE_ABI = (("meta", "uint64_t"), ("rank", "int32_t"), ("n", "int64_t"))
@@ -407,7 +391,7 @@ _REDUCTIONS = [
         "aicfc_epilogue_grad_f32",
         (("M", "int32_t"), ("N", "int32_t"), ("act", "int32_t")),
         flags=("fused",),
-        constraints=Constraints(activations=("relu", "gelu")),
+        constraints=Constraints(activations=EPILOGUE_ACTIVATIONS),
         launcher="launch_epilogue_grad",
     ),
     _k(

@@ -1,6 +1,6 @@
 """The NumPy `out=` kernels of the registry, as plain data (joined by runtime/registry.py).
 
-Beside each op's reference kernel ("numpy.<op>", which runs REFERENCE[op] and copies
+Beside each op's reference kernel ("numpy.<op>", which runs its op's reference function and copies
 its fresh result into the output buffers), the ops of a training step have a kernel
 "numpy.<op>_out" that writes into its output buffers directly with NumPy's `out=`
 arguments (named after them, and after ATen's `.out` overloads): products into
@@ -9,7 +9,10 @@ optimizer updates in place, reductions and losses into preallocated results. No
 step allocates an array. Each names its launcher, "<module>:<function>" of
 runtime/numpy/kernels/<module>.py (one module per kernel family: gemm,
 elementwise, reduce, loss, optim, layout), the function that binds a launch to its
-arrays once, at load.
+arrays once, at load. Activations come from the activation table
+(dialects/activation_table.py): each row's op and gradient op get an `_out` kernel, the
+epilogue ones are the GEMM epilogue's, so a new row needs its two functions in
+runtime/numpy/kernels/elementwise.py (`ACTIVATIONS`, `ACTIVATION_GRADS`).
 
 They compute what the reference computes, in its order of operations, so their
 results are bitwise the reference's (test/python/runtime/test_numpy_kernels.py);
@@ -21,6 +24,7 @@ reference kernel.
 
 from __future__ import annotations
 
+from aicfc.dialects.activation_table import ACTIVATION_FACTS, EPILOGUE_ACTIVATIONS
 from aicfc.runtime.registry import Constraints, KernelSpec
 
 PRIORITY = 10
@@ -53,23 +57,19 @@ KERNELS: tuple[KernelSpec, ...] = (
     _out(
         "graph.gemm_epilogue",
         "gemm:gemm_epilogue",
-        constraints=Constraints(activations=("none", "relu", "gelu")),
+        constraints=Constraints(activations=("none", *EPILOGUE_ACTIVATIONS)),
     ),
-    # elementwise
+    # elementwise: every activation of the activation table and its gradient
     _out("graph.bias_add", "elementwise:bias_add"),
     _out("graph.add", "elementwise:add", _NUMBERS),
     _out("graph.sub", "elementwise:sub", _NUMBERS),
     _out("graph.mul", "elementwise:mul", _NUMBERS),
-    _out("graph.relu", "elementwise:relu"),
-    _out("graph.gelu", "elementwise:gelu"),
-    _out("graph.tanh", "elementwise:tanh"),
-    _out("autodiff.relu_grad", "elementwise:relu_grad"),
-    _out("autodiff.gelu_grad", "elementwise:gelu_grad"),
-    _out("autodiff.tanh_grad", "elementwise:tanh_grad"),
+    *(_out(f.op, f"elementwise:{f.name}") for f in ACTIVATION_FACTS),
+    *(_out(f.grad_op, f"elementwise:{f.name}_grad") for f in ACTIVATION_FACTS),
     _out(
         "autodiff.epilogue_grad",
         "elementwise:epilogue_grad",
-        constraints=Constraints(activations=("relu", "gelu")),
+        constraints=Constraints(activations=EPILOGUE_ACTIVATIONS),
     ),
     # reduce
     _out("graph.reduce_sum", "reduce:reduce_sum", _NUMBERS),

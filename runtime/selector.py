@@ -19,10 +19,12 @@ time and the CuPy backend may call it again at load time.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aicfc.runtime.files import WriteError, locked, write_text
 from aicfc.runtime.registry import PARAM_DEFAULTS, REGISTRY, KernelSpec, candidates
 
 Capability = Mapping[str, object]
@@ -250,26 +252,30 @@ def shape_bucket(problem: Problem) -> str:
     return ",".join("x".join(str(up(d)) for d in s) or "scalar" for s in problem.input_shapes)
 
 
+class AutotuneCacheWarning(UserWarning):
+    """An autotune cache file that cannot be read: it is ignored (its results are
+    recomputable) and rewritten whole by the next save."""
+
+
+_WARNED: set[str] = set()
+"""Cache files already reported in this process (each is reported once)."""
+
+
 class AutotuneCache:
     """Measured best kernels keyed by (op, shape bucket, dtype, device), stored as JSON.
 
     The file is {"version": 1, "entries": {"<op>|<bucket>|<dtype>|<device>": "<kernel>"}}.
-    A missing file is an empty cache; a malformed one raises ValueError naming the path.
+    A missing file is an empty cache; an unreadable or malformed one is an empty cache
+    too, reported once per process by an AutotuneCacheWarning naming the file.
+    `save` merges with what other processes saved meanwhile, under a lock, and
+    replaces the file atomically (runtime/files.py), creating its folder if missing.
     """
 
     VERSION = 1
 
     def __init__(self, path: str | Path | None = None):
-        self.path = Path(path) if path else None
-        self.entries: dict[str, str] = {}
-        if self.path is not None and self.path.exists():
-            try:
-                data = json.loads(self.path.read_text())
-                if data.get("version") != self.VERSION or not isinstance(data.get("entries"), dict):
-                    raise ValueError("expected {'version': 1, 'entries': {...}}")
-                self.entries = {str(k): str(v) for k, v in data["entries"].items()}
-            except (OSError, ValueError, AttributeError) as e:
-                raise ValueError(f"autotune cache {self.path}: {e}") from None
+        self.path = Path(path).expanduser() if path else None
+        self.entries: dict[str, str] = _read_entries(self.path) if self.path else {}
 
     @staticmethod
     def key(problem: Problem, device: str) -> str:
@@ -282,10 +288,49 @@ class AutotuneCache:
         self.entries[self.key(problem, device)] = kernel
 
     def save(self, path: str | Path | None = None) -> None:
-        target = Path(path) if path else self.path
+        """Write the entries, merged over those the file holds now (ours win), to `path`
+        (default: the cache's own). Raises WriteError naming the file."""
+        target = Path(path).expanduser() if path else self.path
         if target is None:
             raise ValueError("autotune cache: no path to save to")
-        target.write_text(json.dumps({"version": self.VERSION, "entries": self.entries}, indent=1))
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)  # ~/.cache/aicfc on first use
+        except OSError as e:
+            raise WriteError(target, e.strerror or str(e), e.errno) from None
+        with locked(target):  # another process may be tuning too: read-merge-write
+            self.entries = {**_read_entries(target), **self.entries}
+            text = json.dumps({"version": self.VERSION, "entries": self.entries}, indent=1)
+            write_text(target, text)
+
+
+def _read_entries(path: Path) -> dict[str, str]:
+    """The entries of cache file `path` ({} when it is missing, unreadable or malformed;
+    the last two warn once, see AutotuneCache)."""
+    try:
+        data = json.loads(path.read_text())
+        if not (
+            isinstance(data, dict)
+            and data.get("version") == AutotuneCache.VERSION
+            and isinstance(data.get("entries"), dict)
+        ):
+            raise ValueError(f"expected {{'version': {AutotuneCache.VERSION}, 'entries': {{...}}}}")
+        return {str(k): str(v) for k, v in data["entries"].items()}
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        problem = e.strerror or str(e)
+    except ValueError as e:  # not JSON (JSONDecodeError, UnicodeDecodeError) or another shape
+        problem = str(e)
+    if str(path) not in _WARNED:
+        _WARNED.add(str(path))
+        warnings.warn(
+            AutotuneCacheWarning(
+                f"autotune cache '{path}' cannot be used ({problem}); it is ignored, and the "
+                "next tuning run rewrites it"
+            ),
+            stacklevel=3,
+        )
+    return {}
 
 
 def autotune_device(device: str, capability: Capability) -> str:

@@ -11,26 +11,31 @@ which plain `xdsl-opt` loads; xDSL's driver then registers our dialects itself.
 The only output target is MLIR text. `--version` prints aicfc's version and xDSL's.
 
 A user's mistake (syntax, verification, an unknown pass or option, an option of
-the wrong type, an op a pass cannot handle) prints `file:line:col: error: message`
-or `aicfc-opt: error: message` on stderr and exits 1, never a Python traceback.
-With --verify-diagnostics the message goes to stdout and the exit code is 0
-(xDSL's behaviour), so lit tests can FileCheck it.
+the wrong type, an op a pass cannot handle, a bad flag) prints `file:line:col:
+error: message` or `aicfc-opt: error: message` on stderr and exits 1, never a
+Python traceback; an internal error exits 2 and Ctrl-C prints `aicfc-opt:
+interrupted` and exits 130 (tools/cli.py). With --verify-diagnostics the message
+goes to stdout and the exit code is 0 (xDSL's behaviour), so lit tests can
+FileCheck it. `-o FILE` is written only once every chunk succeeded, atomically
+(runtime/files.py): a failure leaves an existing FILE as it was, and FILE may be
+the input.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import IO
 
+from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
+from xdsl.targets.mlir import MLIRTarget
 from xdsl.transforms import get_all_passes as xdsl_passes
-from xdsl.universe import Universe
-from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import (
-    ArgSpecParseError,
     DiagnosticException,
     PassFailedException,
     VerifyException,
@@ -38,13 +43,20 @@ from xdsl.utils.exceptions import (
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 import aicfc
+from aicfc.float_literals import ExactFloatPrinter
 from aicfc.ir import IRError, parse_module, verify_located
 from aicfc.passes import get_all_passes
-from aicfc.passes.options import PassOptionError, check_options
+from aicfc.passes.options import XDSL_PASSES, PassOptionError, check_pipeline
+from aicfc.runtime.files import WriteError, write_text
+from aicfc.tools.cli import (
+    EXIT_ERROR,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    interrupted,
+    one_line_warnings,
+    usage_errors_exit_1,
+)
 from aicfc.universe import AICFC_UNIVERSE
-
-XDSL_PASSES = ("canonicalize", "cse", "dce")
-"""The xDSL passes aicfc-opt registers (generic rewrites our pipeline and docs use)."""
 
 
 class AicfcOptMain(xDSLOptMain):
@@ -73,6 +85,7 @@ class AicfcOptMain(xDSLOptMain):
                     f"{ours}. xDSL's: {', '.join(XDSL_PASSES)}. Every pass, its IR level "
                     "and its options: docs/passes.md"
                 )
+        usage_errors_exit_1(arg_parser)
         arg_parser.add_argument(
             "--debug-traceback",
             action="store_true",
@@ -87,7 +100,7 @@ class AicfcOptMain(xDSLOptMain):
             self.register_pass(name, generic[name])
 
     def register_all_targets(self) -> None:
-        self.available_targets["mlir"] = Universe.get_multiverse().all_targets["mlir"]
+        self.available_targets["mlir"] = lambda: ExactMLIRTarget
 
     def parse_chunk(
         self, chunk: IO[bytes], file_extension: str, start_offset: int = 0
@@ -101,21 +114,9 @@ class AicfcOptMain(xDSLOptMain):
 
     def setup_pipeline(self) -> None:
         # Validate pass names and options up front: an unknown one is a user error.
-        try:
-            specs = list(parse_pipeline(self.args.passes))
-        except ArgSpecParseError as e:  # a BaseException in xDSL: catch it by name
-            raise UsageError(f"bad pass pipeline '{self.args.passes}':\n{e}") from None
-        for spec in specs:
-            if spec.name not in self.available_passes:
-                raise UsageError(
-                    f"unknown pass '{spec.name}'; available: "
-                    + ", ".join(sorted(n for n in self.available_passes if n.startswith("aicfc")))
-                    + f" and xDSL's ({', '.join(XDSL_PASSES)}); see docs/passes.md"
-                )
-            try:
-                check_options(spec, self.available_passes[spec.name]())
-            except PassOptionError as e:
-                raise UsageError(f"bad pass options in '{self.args.passes}': {e}") from None
+        check_pipeline(self.args.passes, self.available_passes)
+        print_between = self.args.print_between_passes  # printed below, floats exactly
+        self.args.print_between_passes = False
         try:
             super().setup_pipeline()
         except (ValueError, TypeError) as e:
@@ -131,12 +132,56 @@ class AicfcOptMain(xDSLOptMain):
             except (VerifyException, DiagnosticException):
                 verify_located(module, self.get_input_name())
                 raise
+            if print_between and previous is not None and nxt is not None:
+                print(f"IR after {previous.name}:")
+                ExactFloatPrinter(stream=sys.stdout).print_op(module)
+                print("\n\n\n")
 
         self.pipeline = PassPipeline(self.pipeline.passes, located)
+
+    def prepare_output(self) -> IO[str]:
+        # -o: the text is kept until every chunk succeeded, then written atomically
+        # (runtime/files.py), so a failure leaves an existing file as it was and -o
+        # may name the input file.
+        if self.args.output_file is None:
+            return sys.stdout
+        return self._output
+
+    def run(self) -> None:
+        self._output = _Text()
+        super().run()
+        if self.args.output_file is not None:
+            write_text(self.args.output_file, self._output.getvalue())
 
     def apply_passes(self, prog: ModuleOp) -> None:
         self.pipeline.apply(self.ctx, prog)
         verify_located(prog, self.get_input_name())
+
+
+class _Text(io.StringIO):
+    """The output text: xDSL's driver closes its output stream, which would discard it."""
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class ExactMLIRTarget(MLIRTarget):
+    """xDSL's MLIR text target printing floats exactly (aicfc/float_literals.py)."""
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        if self.syntax_highlight:  # for a terminal only: xDSL's colouring printer
+            super().emit(ctx, module, output)
+            return
+        printer = ExactFloatPrinter(
+            stream=output,
+            print_generic_format=self.print_generic_format,
+            print_properties_as_attributes=self.print_properties_as_attributes,
+            print_debuginfo=self.print_debuginfo,
+        )
+        printer.print_op(module)
+        printer.print_metadata(ctx.loaded_dialects)
+        print("\n", file=output)
 
 
 class UsageError(Exception):
@@ -150,18 +195,24 @@ DESCRIPTION = (
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `aicfc-opt` console script; returns the exit code."""
+    """Entry point of the `aicfc-opt` console script; returns the exit code (tools/cli.py)."""
     try:
-        AicfcOptMain(description=DESCRIPTION, args=argv).run()
+        with one_line_warnings("aicfc-opt"):
+            AicfcOptMain(description=DESCRIPTION, args=argv).run()
+    except KeyboardInterrupt:
+        return interrupted("aicfc-opt")
     except (UsageError, PassOptionError) as e:
         print(f"aicfc-opt: error: {e}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     except (IRError, PassFailedException, DiagnosticException) as e:
         print(str(e).rstrip(), file=sys.stderr)
-        return 1
-    except OSError as e:  # a missing or unreadable input or output file
+        return EXIT_ERROR
+    except WriteError as e:  # -o: nothing was written, an existing file is intact
+        print(f"aicfc-opt: error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as e:  # a missing or unreadable input file
         print(f"aicfc-opt: error: cannot open '{e.filename}': {e.strerror}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     except Exception as e:  # an internal failure: name it, keep the exit code
         if "--debug-traceback" in (argv or sys.argv):
             raise
@@ -170,8 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "(please report this with the input file; rerun with --debug-traceback for details)",
             file=sys.stderr,
         )
-        return 2
-    return 0
+        return EXIT_INTERNAL
+    return EXIT_OK
 
 
 if __name__ == "__main__":

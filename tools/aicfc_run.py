@@ -22,16 +22,19 @@ and anything the file does not provide is generated:
 All random values come from one Generator seeded by --seed (default 0). Each
 step reuses the same inputs (so a train step fits that batch) and prints the
 loss where the function has a "loss" output. --output writes the last step's
-outputs and the final value of every param and state, so feeding it back with
---inputs resumes training: its params and state are taken, and keys that are
-outputs of the function rather than arguments (such as "loss") are skipped
-with a note. Labels from --inputs are checked against C up front.
+outputs and the final value of every param and state to exactly the path given,
+atomically (an existing file survives a failed or interrupted save), so feeding
+it back with --inputs resumes training: its params and state are taken, and keys
+that are outputs of the function rather than arguments (such as "loss") are
+skipped with a note; an inference function (no state) skips a training run's
+optimizer state the same way. Labels from --inputs are checked against C up front.
 
 Errors (bad IR, an unknown function, an npz key that is no argument, a file
-that is not an .npz, labels out of range, a shape or dtype mismatch, an
-unwritable --output) print one line naming the culprit (`file:line:col:
-error: ...` for IR, `aicfc-run: error: ...` otherwise) and exit 1, before any
-step runs; never a traceback.
+that is not an .npz or is damaged, labels out of range, a shape or dtype
+mismatch, an unwritable --output, a bad argument) print one line naming the
+culprit (`file:line:col: error: ...` for IR, `aicfc-run: error: ...` otherwise)
+and exit 1, before any step runs; never a traceback. An internal error exits 2,
+Ctrl-C prints `aicfc-run: interrupted` and exits 130 (as aicfc-opt).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import math
 import os
 import sys
 import zipfile
+import zlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -51,6 +55,7 @@ from xdsl.ir import BlockArgument
 from xdsl.utils.exceptions import DiagnosticException, PassFailedException
 
 from aicfc.backends import resolve_backend
+from aicfc.builder import RNG_OFFSET
 from aicfc.context import make_context
 from aicfc.dialects import exec as ex
 from aicfc.dialects.flags import OpFlag, static_flags
@@ -59,7 +64,16 @@ from aicfc.execute import LoadedFunction
 from aicfc.ir import IRError, parse_module
 from aicfc.runtime import registry
 from aicfc.runtime.errors import ExecError
+from aicfc.runtime.files import WriteError, atomic_write
 from aicfc.runtime.plan import BufferSpec, CopyStep
+from aicfc.tools.cli import (
+    EXIT_ERROR,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    interrupted,
+    one_line_warnings,
+    usage_errors_exit_1,
+)
 
 
 class RunError(Exception):
@@ -139,6 +153,16 @@ def generate(
             file=sys.stderr,
         )
         given = {n: v for n, v in given.items() if n not in skipped}
+    training = [n for n in given if n not in shapes and _training_entry(n, loaded)]
+    if training:  # a train step's --output given to an inference function
+        print(
+            f"aicfc-run: note: skipping {len(training)} entries of a training checkpoint "
+            f"from --inputs ({', '.join(repr(n) for n in training[:3])}"
+            f"{', ...' if len(training) > 3 else ''}): @{loaded.executable.name} updates "
+            "no state and takes only its inputs and params",
+            file=sys.stderr,
+        )
+        given = {n: v for n, v in given.items() if n not in training}
     unknown = [n for n in given if n not in shapes]
     if unknown:
         raise RunError(
@@ -165,6 +189,22 @@ def generate(
     return values, made
 
 
+TRAINING_ONLY = ("loss", RNG_OFFSET)
+"""Entries of a train step's --output that an inference function never takes: its loss and
+dropout's RNG counter (the optimizer's state is "<param>.<name>", see `_training_entry`)."""
+
+
+def _training_entry(name: str, loaded: LoadedFunction) -> bool:
+    """True if `name`, which `loaded` does not take, is what a training run adds to a
+    checkpoint of `loaded`'s params, when `loaded` is an inference function (no state)."""
+    if any(b.role == "state" for b in loaded.externals):
+        return False
+    if name in TRAINING_ONLY:
+        return True
+    params = {b.name for b in loaded.externals if b.role == "param"}
+    return any(name.startswith(f"{p}.") for p in params)
+
+
 def updates_state(loaded: LoadedFunction) -> bool:
     """True if the program writes a param or state buffer (it is a train step)."""
     plan = loaded.executable.plan
@@ -188,7 +228,12 @@ def _summary(loaded: LoadedFunction, made: list[str]) -> str:
 
 
 def load_npz(path: str) -> dict[str, np.ndarray]:
-    """The arrays of an .npz file by key; RunError for a missing file or another format."""
+    """The arrays of an .npz file by key; RunError for a missing, damaged or other file.
+
+    `path` without its `.npz` suffix is accepted where only `path.npz` exists (numpy.savez
+    adds the suffix)."""
+    if not os.path.exists(path) and os.path.exists(path + ".npz"):
+        path += ".npz"
     where = f"cannot read inputs '{path}'"
     try:
         with open(path, "rb") as f:
@@ -202,6 +247,8 @@ def load_npz(path: str) -> dict[str, np.ndarray]:
             return {k: data[k] for k in data.files}
     except OSError as e:
         raise RunError(f"{where}: {e.strerror or e}") from None
+    except (zipfile.BadZipFile, zlib.error, EOFError) as e:  # a damaged archive or member
+        raise RunError(f"{where}: the file is damaged ({e})") from None
     except ValueError as e:
         raise RunError(f"{where}: {e}") from None
 
@@ -229,6 +276,21 @@ def check_output_path(path: str) -> None:
         raise RunError(f"cannot write '{path}': No such file or directory ('{folder}')")
     if not os.access(folder, os.W_OK):
         raise RunError(f"cannot write '{path}': directory '{folder}' is not writable")
+
+
+def save_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
+    """Write `arrays` to `path` exactly (no suffix is added), atomically (runtime/files.py):
+    after any failure, Ctrl-C included, an existing file is as it was. RunError names `path`."""
+    try:
+        with atomic_write(path, "wb") as f:
+            np.savez(f, **arrays)  # type: ignore[arg-type]  # names are not savez options
+    except WriteError as e:
+        raise RunError(str(e)) from None
+
+
+def _loss_text(a: np.ndarray) -> str:
+    """A one-element loss as a number; any other "loss" output as its dtype and shape."""
+    return f"{float(a.reshape(())):.6f}" if a.size == 1 else f"{a.dtype}{list(a.shape)}"
 
 
 def _describe(name: str, a: np.ndarray) -> str:
@@ -269,18 +331,15 @@ def run(args: argparse.Namespace) -> int:
     for step in range(1, args.steps + 1):
         outputs = loaded.run(feed)
         if "loss" in outputs and (step % every == 0 or step in (1, args.steps)):
-            print(f"step {step}: loss {float(outputs['loss']):.6f}")
+            print(f"step {step}: loss {_loss_text(outputs['loss'])}")
     results = loaded.results(outputs) if train else dict(outputs)
     print(f"@{loaded.executable.name}: {args.steps} step(s) on {loaded.store.backend.name}")
     for name, a in outputs.items():
         print(_describe(name, a))
     if args.output:
-        try:
-            np.savez(args.output, **results)  # type: ignore[arg-type]  # names are not savez options
-        except OSError as e:
-            raise RunError(f"cannot write '{args.output}': {e.strerror or e}") from None
+        save_npz(args.output, results)
         print(f"wrote {len(results)} arrays to {args.output}")
-    return 0
+    return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -290,6 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="More: docs/aicfc-run.md. The passes that lower graph IR: docs/passes.md.",
     )
+    usage_errors_exit_1(p)
     p.add_argument("file", help="an .mlir module (graph-level or exec IR)")
     p.add_argument(
         "--function",
@@ -301,7 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
         "-i",
         help=".npz of argument values keyed by aicfc.name (a previous --output resumes)",
     )
-    p.add_argument("--output", "-o", help=".npz to write outputs and final params/state to")
+    p.add_argument(
+        "--output", "-o", help=".npz to write outputs and final params/state to (written as named)"
+    )
     p.add_argument("--steps", type=int, default=1, help="how many times to run (default 1)")
     p.add_argument("--print-every", type=int, default=1, help="print the loss every k steps")
     p.add_argument("--seed", type=int, default=0, help="seed of generated values (default 0)")
@@ -322,14 +384,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `aicfc-run` console script; returns the exit code."""
+    """Entry point of the `aicfc-run` console script; returns the exit code (tools/cli.py)."""
+    try:
+        with one_line_warnings("aicfc-run"):
+            return _main(argv)
+    except KeyboardInterrupt:
+        return interrupted("aicfc-run")
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.steps < 1 or args.label_classes < 1:
         print("aicfc-run: error: --steps and --label-classes must be >= 1", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     if args.seed < 0:  # numpy.random.default_rng said only "expected non-negative integer"
         print(f"aicfc-run: error: --seed must be >= 0, got {args.seed}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     try:
         return run(args)
     except (IRError, PassFailedException, DiagnosticException) as e:
@@ -342,8 +412,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "(please report this with the input file)",
             file=sys.stderr,
         )
-        return 2
-    return 1
+        return EXIT_INTERNAL
+    return EXIT_ERROR
 
 
 if __name__ == "__main__":

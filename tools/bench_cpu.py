@@ -62,6 +62,7 @@ from typing import Any
 
 import numpy as np
 
+from aicfc.runtime.files import write_text
 from aicfc.tools.bench_train_step import init_weights
 from aicfc.tools.bench_train_step import make_data as train_step_data
 
@@ -364,8 +365,9 @@ def main(argv: list[str] | None = None) -> int:
     load_after = os.getloadavg()
     print(f"load average after: {' '.join(f'{v:.2f}' for v in load_after)}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"load": [load_before, load_after], "rows": results}, f, indent=1)
+        write_text(
+            args.json, json.dumps({"load": [load_before, load_after], "rows": results}, indent=1)
+        )  # atomically
     print()
     print(
         f"{'config':>7} {'framework':>16} {'us/step':>9} {'vs eager':>8} "

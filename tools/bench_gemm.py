@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from aicfc.runtime.files import write_text
+
 VARIANTS = {
     "own skinny": "cuda.gemm_epilogue_skinny_nt",
     "own split-K": "cuda.gemm_epilogue_splitk_nt",
@@ -248,8 +250,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.small:
         small = small_products(ctx, stream)
         if args.json:
-            with open(args.json, "w") as f:
-                json.dump([{"product": p, "variant": v, **r} for p, v, r in small], f, indent=1)
+            write_text(
+                args.json,
+                json.dumps([{"product": p, "variant": v, **r} for p, v, r in small], indent=1),
+            )  # atomically
         print_small(small)
         return 0
     result: dict[str, Any] = {"sizes": [], "ceilings": {} if args.no_ceilings else ceilings()}
@@ -265,8 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append((f"{m}x{n}x{k}", label, r))
         result["sizes"].append(entry)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+        write_text(args.json, json.dumps(result, indent=1))  # atomically
     print("GEMM sweep: Y = relu(X W^T + b), float32 buffers")
     c = result["ceilings"]
     if c:

@@ -57,6 +57,8 @@ from typing import Any
 
 import numpy as np
 
+from aicfc.runtime.files import write_text
+
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 CONFIGS = {
@@ -547,8 +549,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 print(f"[{config} {precision} {fw}] {status}", flush=True)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+        write_text(args.json, json.dumps(results, indent=1))  # atomically
     print()
     print(
         f"{'config':>7} {'prec':>5} {'framework':>14} {'us/step':>9} {'step(dev)':>9} "

@@ -6,7 +6,7 @@
 # Stages: env (GPU, CUDA, CuPy, nvmath), tests (the GPU pytest suite and the nvcc
 # compile test), gemm (tools/bench_gemm.py), small (bench_gemm.py --small: the small
 # train step's products, graph-timed), profile (bench_train_step.py --profile),
-# train (tools/bench_train_step.py; `train:--configs=small` passes arguments,
+# tkernels (test/python/gpu/bench_transformer_kernels.py), train (tools/bench_train_step.py; `train:--configs=small` passes arguments,
 # separated by '+'; `train.NAME:...` is another train run, logged as train.NAME.*).
 # Needs the wheels of ../shared/tools/device-wheels.sh in .whl (xdsl, nvmath-python).
 # TESTS_TIMEOUT / TRAIN_TIMEOUT (seconds) bound those two stages.
@@ -43,6 +43,10 @@ for stage in "$@"; do
     small)
         timeout 120 python3 tools/bench_gemm.py --small --json "$OUT/small.json" $args 2>&1 \
             | tee "$OUT/small.log"
+        ;;
+    tkernels)
+        PYTHONPATH="$PYTHONPATH:$PWD/test/python" timeout 240 python3 test/python/gpu/bench_transformer_kernels.py \
+            $args 2>&1 | tee "$OUT/tkernels.log"
         ;;
     profile)
         timeout 120 python3 tools/bench_train_step.py --profile $args 2>&1 | tee "$OUT/profile.log"

@@ -121,4 +121,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # `size_report.py | head`: the reader left, nothing to report
+        sys.stderr.close()
+        sys.exit(0)

@@ -7,9 +7,11 @@ ops take operands of one type; broadcasting is explicit (`graph.broadcast_to`,
 `graph.bias_add`), as in StableHLO. Matrix ops are rank 2.
 
 The ops live in small modules of this package (attributes, base, matrix,
-elementwise, layout, reductions); this module re-exports every public name, so
-`from aicfc.dialects.graph import MatmulOp` works, and defines the `Graph`
-dialect object.
+elementwise, activations, layout, reductions); this module re-exports every
+public name, so `from aicfc.dialects.graph import MatmulOp` works, and defines
+the `Graph` dialect object. The activations (activations.py) come as rows of
+`ACTIVATIONS`: their ops are re-exported and listed in `Graph` from there, so a
+new activation adds no line here.
 
 ```mlir
 %h = graph.gemm_epilogue %x, %w bias %b act = relu transpose_b
@@ -22,24 +24,17 @@ from __future__ import annotations
 
 from xdsl.ir import Dialect
 
-from aicfc.dialects.graph.attributes import Activation, ActivationAttr
+from aicfc.dialects.graph.activations import *  # noqa: F403 (the activations' ops and rows)
+from aicfc.dialects.graph.activations import FORWARD_OPS
+from aicfc.dialects.graph.activations import __all__ as ACTIVATION_NAMES
+from aicfc.dialects.graph.attributes import ActivationAttr
 from aicfc.dialects.graph.base import BinaryElementwiseOp, GraphOp, UnaryElementwiseOp
-from aicfc.dialects.graph.elementwise import (
-    AddOp,
-    BiasAddOp,
-    DropoutOp,
-    GeluOp,
-    MulOp,
-    ReluOp,
-    SubOp,
-    TanhOp,
-)
+from aicfc.dialects.graph.elementwise import AddOp, BiasAddOp, DropoutOp, MulOp, SubOp
 from aicfc.dialects.graph.layout import BroadcastToOp, ReshapeOp, TargetShapeOp, TransposeOp
 from aicfc.dialects.graph.matrix import ConstantOp, GemmEpilogueOp, MatmulOp, MatrixProductOp
 from aicfc.dialects.graph.reductions import CrossEntropyOp, MseLossOp, ReduceSumOp, SoftmaxOp
 
 __all__ = [
-    "Activation",
     "ActivationAttr",
     "AddOp",
     "BiasAddOp",
@@ -48,7 +43,6 @@ __all__ = [
     "ConstantOp",
     "CrossEntropyOp",
     "DropoutOp",
-    "GeluOp",
     "GemmEpilogueOp",
     "Graph",
     "GraphOp",
@@ -57,14 +51,13 @@ __all__ = [
     "MseLossOp",
     "MulOp",
     "ReduceSumOp",
-    "ReluOp",
     "ReshapeOp",
     "SoftmaxOp",
     "SubOp",
-    "TanhOp",
     "TargetShapeOp",
     "TransposeOp",
     "UnaryElementwiseOp",
+    *ACTIVATION_NAMES,
 ]
 
 Graph = Dialect(
@@ -77,9 +70,7 @@ Graph = Dialect(
         AddOp,
         SubOp,
         MulOp,
-        ReluOp,
-        GeluOp,
-        TanhOp,
+        *FORWARD_OPS,
         DropoutOp,
         ReshapeOp,
         TransposeOp,

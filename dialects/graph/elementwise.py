@@ -1,4 +1,4 @@
-"""Elementwise ops: bias_add, add, sub, mul, the activations relu/gelu/tanh, dropout."""
+"""Elementwise ops: bias_add, add, sub, mul, dropout (the activations: activations.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from aicfc.dialects.flags import OUT0_IN0, OpFlag, OpInfo
-from aicfc.dialects.graph.base import BinaryElementwiseOp, GraphOp, UnaryElementwiseOp
+from aicfc.dialects.graph.base import BinaryElementwiseOp, GraphOp
 from aicfc.dialects.tensors import (
     fmt_shape,
     ranked,
@@ -114,55 +114,6 @@ class MulOp(BinaryElementwiseOp):
     name = "graph.mul"
     DISPLAY_NAME: ClassVar[str] = "Mul"
     traits = traits_def(Pure(), OpInfo(F.IS_ELEMENTWISE, OUT0_IN0))
-
-
-@irdl_op_definition
-class ReluOp(UnaryElementwiseOp):
-    """y = max(x, 0). Collapses the negative half-line to 0 (docs/design.md#operator-analysis).
-
-    ```mlir
-    %y = graph.relu %x : tensor<8x16xf32>
-    ```
-    """
-
-    name = "graph.relu"
-    DISPLAY_NAME: ClassVar[str] = "ReLU"
-    FLOPS_PER_ELEMENT: ClassVar[int] = 1
-    traits = traits_def(
-        Pure(), OpInfo(F.IS_ELEMENTWISE | F.IS_ACTIVATION | F.COLLAPSES_INFO, OUT0_IN0)
-    )
-
-
-@irdl_op_definition
-class GeluOp(UnaryElementwiseOp):
-    """y = x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))), the exact form (Hendrycks and Gimpel 2016).
-
-    ```mlir
-    %y = graph.gelu %x : tensor<8x16xf32>
-    ```
-    """
-
-    name = "graph.gelu"
-    DISPLAY_NAME: ClassVar[str] = "GELU"
-    FLOPS_PER_ELEMENT: ClassVar[int] = 5
-    traits = traits_def(Pure(), OpInfo(F.IS_ELEMENTWISE | F.IS_ACTIVATION, OUT0_IN0))
-
-
-@irdl_op_definition
-class TanhOp(UnaryElementwiseOp):
-    """y = tanh(x); a bijection onto (-1, 1).
-
-    ```mlir
-    %y = graph.tanh %x : tensor<8x16xf32>
-    ```
-    """
-
-    name = "graph.tanh"
-    DISPLAY_NAME: ClassVar[str] = "Tanh"
-    FLOPS_PER_ELEMENT: ClassVar[int] = 1
-    traits = traits_def(
-        Pure(), OpInfo(F.IS_ELEMENTWISE | F.IS_ACTIVATION | F.IS_INVERTIBLE, OUT0_IN0)
-    )
 
 
 @irdl_op_definition

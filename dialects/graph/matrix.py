@@ -21,8 +21,10 @@ from xdsl.printer import Printer
 from xdsl.traits import ConstantLike, Pure
 from xdsl.utils.exceptions import VerifyException
 
+from aicfc.dialects.activation_table import EPILOGUE_ACTIVATIONS, FACTS, one_of
 from aicfc.dialects.flags import OpFlag, OpInfo
-from aicfc.dialects.graph.attributes import Activation, ActivationAttr
+from aicfc.dialects.graph.activations import Activation
+from aicfc.dialects.graph.attributes import ActivationAttr
 from aicfc.dialects.graph.base import GraphOp, unit_flag
 from aicfc.dialects.tensors import (
     fmt_shape,
@@ -165,10 +167,11 @@ class MatmulOp(MatrixProductOp):
 class GemmEpilogueOp(MatrixProductOp):
     """Fused Y = act(op(A) @ op(B) + bias) (cuBLASLt epilogues BIAS, RELU_BIAS, GELU_BIAS).
 
-    The bias has length N and is added to every row. The optional second
-    result `pre_act` is Z = op(A) @ op(B) + bias before the activation
-    (cuBLASLt's GELU_AUX), kept for the backward of GELU; it is allowed only
-    when act is not none.
+    The bias has length N and is added to every row. `act` is none or an
+    activation whose row in dialects/activation_table.py has an epilogue form.
+    The optional second result `pre_act` is Z = op(A) @ op(B) + bias before the
+    activation (cuBLASLt's GELU_AUX), kept for the backward of an activation
+    whose gradient reads its input (gelu); it is allowed only when act is not none.
 
     ```mlir
     %y = graph.gemm_epilogue %x, %w bias %b act = relu transpose_b
@@ -221,13 +224,20 @@ class GemmEpilogueOp(MatrixProductOp):
         f = super().semantic_flags() & ~(F.IS_ACTIVATION | F.IS_BIAS_ADD)
         if self.bias is not None:
             f |= F.IS_BIAS_ADD
-        if self.activation == Activation.NONE:
+        facts = FACTS.get(self.activation.value)
+        if facts is None:
             return f | (F.IS_AFFINE if self.bias is not None else F.IS_LINEAR)
-        return f | F.IS_ACTIVATION | (F.COLLAPSES_INFO if self.activation == Activation.RELU else 0)
+        return f | F.IS_ACTIVATION | (F.COLLAPSES_INFO if facts.collapses_info else 0)
 
     def verify_(self) -> None:
         out = self.verify_product()
         m, n = out.get_shape()
+        act = self.activation
+        if act != Activation.NONE and act.value not in EPILOGUE_ACTIVATIONS:
+            raise VerifyException(
+                f"{self.name}: act {act.value} has no epilogue form (expected none, "
+                f"{one_of(EPILOGUE_ACTIVATIONS)})"
+            )
         if self.bias is not None:
             bt = ranked(self.name, "bias", self.bias)
             require_same_dtype(self.name, [("lhs", out), ("bias", bt)])
@@ -239,7 +249,8 @@ class GemmEpilogueOp(MatrixProductOp):
         if self.pre_act is not None:
             if self.activation == Activation.NONE:
                 raise VerifyException(
-                    f"{self.name}: the pre_act result needs an activation (act relu or gelu)"
+                    f"{self.name}: the pre_act result needs an activation "
+                    f"(act {one_of(EPILOGUE_ACTIVATIONS)})"
                 )
             require_result(self.name, self.pre_act.type, out)
 

@@ -17,18 +17,11 @@ from xdsl.ir import Operation, SSAValue
 
 from aicfc.dialects.base import AicfcOp
 from aicfc.dialects.flags import OpFlag, static_flags
-from aicfc.dialects.graph import Activation, GraphOp, MatrixProductOp
+from aicfc.dialects.graph import ACTIVATIONS, Activation, GraphOp, MatrixProductOp
 from aicfc.dialects.roles import arg_name, arg_role
 from aicfc.dialects.tensors import numel
 from aicfc.passes.analysis.report import Node, Param, Shape
-from aicfc.passes.fusion.constraints import EPILOGUE_FORMS
 from aicfc.passes.linear_layers import layer_starting_at
-
-ACTIVATION_OPS: dict[Activation, type[Operation]] = {
-    f.activation: f.forward for f in EPILOGUE_FORMS
-}
-"""The op a fused epilogue activation stands for (its class gives the node's display name
-and collapse reason): the forward ops of aicfc-fuse's EPILOGUE_FORMS (relu, gelu)."""
 
 
 def shape(v: SSAValue) -> Shape:
@@ -98,8 +91,9 @@ def _linear_node(index: int, ops: tuple[Operation, ...]) -> Node:
     title = f"Linear(in_features={k}, out_features={n}, bias={has_bias})"
     act_name, act_cls = None, None
     if activation != Activation.NONE:
-        act_cls = ACTIVATION_OPS[activation]
-        assert issubclass(act_cls, AicfcOp)
+        # the op the fused activation stands for: its class gives the display name and
+        # the collapse reason
+        act_cls = ACTIVATIONS[activation].forward
         act_name = act_cls.display_name()
         title += f" + {act_name} (fused)"
         props = tuple(head.semantic_properties())  # trainable, nonlinear, ... of the epilogue

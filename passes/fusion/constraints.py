@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation
 
-from aicfc.dialects.autodiff import CrossEntropyGradOp, GeluGradOp, ReluGradOp
+from aicfc.dialects.autodiff import CrossEntropyGradOp
 from aicfc.dialects.graph import (
+    ACTIVATIONS,
     Activation,
+    ActivationOps,
     CrossEntropyOp,
-    GeluOp,
     MatrixProductOp,
     ReduceSumOp,
-    ReluOp,
 )
 
 # ----------------------------------------------------------------------------
@@ -28,26 +28,17 @@ from aicfc.dialects.graph import (
 # ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class EpilogueForm:
-    """An activation that a gemm epilogue can apply: its forward op and its gradient op."""
-
-    activation: Activation
-    forward: type[Operation]
-    gradient: type[Operation]
-
-
-EPILOGUE_FORMS: tuple[EpilogueForm, ...] = (
-    EpilogueForm(Activation.RELU, ReluOp, ReluGradOp),
-    EpilogueForm(Activation.GELU, GeluOp, GeluGradOp),
+EPILOGUE_FORMS: tuple[ActivationOps, ...] = tuple(
+    row for row in ACTIVATIONS.values() if row.facts.epilogue
 )
-"""Activations with a cuBLASLt-style epilogue form, one row each.
+"""The activations a gemm epilogue can apply, with their forward and gradient ops: the
+rows of the activation table (dialects/graph/activations.py) whose facts say `epilogue`.
 
 graph.tanh has none (cuBLASLt has no TANH epilogue): it is absent, so it never fuses.
 """
 
-EPILOGUE_ACTIVATIONS: dict[type[Operation], Activation] = {
-    cls: form.activation for form in EPILOGUE_FORMS for cls in (form.forward, form.gradient)
+EPILOGUE_ACTIVATION_OF: dict[type[Operation], Activation] = {
+    cls: row.act for row in EPILOGUE_FORMS for cls in (row.forward, row.grad)
 }
 """Op class (an activation or its gradient) -> the `Activation` of its epilogue form."""
 
@@ -65,10 +56,10 @@ SUM_REDUCTIONS: frozenset[type[Operation]] = frozenset({ReduceSumOp})
 
 @dataclass(frozen=True)
 class HasEpilogueForm:
-    """The op's class has an `Activation` in EPILOGUE_ACTIVATIONS."""
+    """The op's class has an `Activation` in EPILOGUE_ACTIVATION_OF."""
 
     def holds(self, op: Operation) -> bool:
-        return type(op) in EPILOGUE_ACTIVATIONS
+        return type(op) in EPILOGUE_ACTIVATION_OF
 
 
 @dataclass(frozen=True)

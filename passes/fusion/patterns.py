@@ -12,19 +12,20 @@ and returns the fused op with the values it replaces:
                                              -> cross_entropy_with_grad(x, y, d) [-> (l, dx, db)]
 
 Adding a pattern is adding a row (and its builder, or reusing one) below; a
-new activation with an epilogue form is a new row of `EPILOGUE_FORMS`
-(passes/fusion/constraints.py).
+new activation with an epilogue form needs nothing here: `EPILOGUE_FORMS`
+(passes/fusion/constraints.py) reads the activation table.
 """
 
 from __future__ import annotations
 
 from xdsl.ir import Operation, SSAValue
 
+from aicfc.dialects.activation_table import Saved
 from aicfc.dialects.autodiff import CrossEntropyWithGradOp, EpilogueGradOp
 from aicfc.dialects.flags import OpFlag
-from aicfc.dialects.graph import Activation, GemmEpilogueOp, MatrixProductOp
+from aicfc.dialects.graph import ACTIVATIONS, Activation, GemmEpilogueOp, MatrixProductOp
 from aicfc.passes.fusion.constraints import (
-    EPILOGUE_ACTIVATIONS,
+    EPILOGUE_ACTIVATION_OF,
     EmptyEpilogue,
     HasEpilogueForm,
     HasFusedGradForm,
@@ -48,14 +49,17 @@ def build_gemm_epilogue(
 
     The gemm step is a plain product (EmptyEpilogue), so the bias is the
     bias_add's (along N of the [M, N] product), or none without a bias step.
-    pre_act (Z) is emitted for gelu (the backward needs gelu'(Z)) and whenever
-    Z has users outside the match.
+    pre_act (Z) is emitted for an activation whose gradient reads its input
+    (gelu: the backward needs gelu'(Z)) and whenever Z has users outside the match.
     """
     assert isinstance(gemm, MatrixProductOp)
     bias = bias_add.operands[1] if bias_add is not None else None
-    activation = EPILOGUE_ACTIVATIONS[type(act)] if act is not None else Activation.NONE
+    activation = EPILOGUE_ACTIVATION_OF[type(act)] if act is not None else Activation.NONE
     z = m.exports.get("pre_act")
-    with_pre_act = activation == Activation.GELU or (z is not None and m.has_outside_uses(z))
+    saves_input = (
+        activation != Activation.NONE and ACTIVATIONS[activation].facts.saves == Saved.INPUT
+    )
+    with_pre_act = saves_input or (z is not None and m.has_outside_uses(z))
     op = GemmEpilogueOp(
         gemm.operands[0],
         gemm.operands[1],
@@ -97,7 +101,7 @@ def build_epilogue_grad(m: Match, act_grad: Operation, bias_grad: Operation) -> 
     """epilogue_grad(dY, saved, act) -> (dZ, db): the act-grad's operands, the
     reduce's result is db, and dZ is re-exported for the dW and dX products."""
     dy, saved = act_grad.operands
-    op = EpilogueGradOp(dy, saved, EPILOGUE_ACTIVATIONS[type(act_grad)])
+    op = EpilogueGradOp(dy, saved, EPILOGUE_ACTIVATION_OF[type(act_grad)])
     return Built(op, op.grad_bias, {"grad_pre_act": op.grad_pre_act})
 
 

@@ -119,7 +119,8 @@ def tune_executable(
 
     exe: a CupyExecutable (runtime/cuda/backend.py). tf32: whether TF32 kernels
     compete (None: the backend's setting). Returns one TuneResult per (op, shape
-    bucket) measured. Raises ValueError for a malformed cache file.
+    bucket) measured. A malformed cache file is ignored with a warning and rewritten;
+    the save merges with entries other processes saved meanwhile (AutotuneCache.save).
     """
     backend = exe.backend
     allow = backend.tf32 if tf32 is None else tf32

@@ -93,10 +93,11 @@ from aicfc.runtime.selector import Problem, refusal
 from aicfc.runtime.store import BufferStore
 
 AUTOTUNE_ENV = "AICFC_AUTOTUNE_CACHE"
-DEFAULT_AUTOTUNE_CACHE = Path("~/.cache/aicfc/autotune.json")
-"""Where the autotune cache is looked for when none is given ($AICFC_AUTOTUNE_CACHE
-overrides): it is consulted only if the file exists, and changes a choice only
-where it has an entry for that op, shape bucket and device."""
+DEFAULT_AUTOTUNE_CACHE = Path("aicfc/autotune.json")
+"""Where the autotune cache is looked for when none is given, under $XDG_CACHE_HOME
+(default ~/.cache; $AICFC_AUTOTUNE_CACHE overrides the whole path): it is consulted
+only if the file exists, changes a choice only where it has an entry for that op,
+shape bucket and device, and its folder is created by the first tuning run."""
 
 DTYPE_NAMES = {
     "float16": "f16",
@@ -114,8 +115,12 @@ def dtype_name(dtype: np.dtype) -> str:
 
 
 def default_autotune_cache() -> str:
-    """$AICFC_AUTOTUNE_CACHE, else ~/.cache/aicfc/autotune.json (it may not exist)."""
-    return os.environ.get(AUTOTUNE_ENV) or str(DEFAULT_AUTOTUNE_CACHE.expanduser())
+    """$AICFC_AUTOTUNE_CACHE, else $XDG_CACHE_HOME/aicfc/autotune.json with XDG_CACHE_HOME
+    defaulting to ~/.cache (the file may not exist)."""
+    cache_home = os.environ.get("XDG_CACHE_HOME") or "~/.cache"
+    return os.environ.get(AUTOTUNE_ENV) or str(
+        (Path(cache_home) / DEFAULT_AUTOTUNE_CACHE).expanduser()
+    )
 
 
 class CupyBackend(Backend):

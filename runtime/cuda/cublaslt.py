@@ -15,7 +15,8 @@ result, which are our N output columns: a per-column bias of length N, as
 reference.gemm_epilogue (checked on M != N by the GPU tests).
 
 cuBLASLt's GELU epilogue is the tanh approximation, so the registry's cuBLASLt
-entries refuse act=gelu (`EPILOGUES` has none for it). The launcher of the
+entries refuse act=gelu (`EPILOGUES` has none for it: the activation table's row
+of gelu names no cuBLASLt epilogue). The launcher of the
 cuBLASLt entries (runtime/cuda/launchers/cublaslt.py) plans its matmuls here.
 """
 
@@ -25,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from aicfc.dialects.activation_table import ACTIVATION_FACTS
 from aicfc.runtime.cuda.abi import CallbackLaunch, CudaKernelError, Launch, describe
 from aicfc.runtime.cuda.launchers.gemm import Gemm
 
@@ -39,8 +41,12 @@ graph branches; launches that share one are ordered (`Launch.scratch`)."""
 CUDA_R_32F = 0
 """cudaDataType_t of float32 (library_types.h)."""
 
-EPILOGUES = {"none": ("DEFAULT", "BIAS"), "relu": ("RELU", "RELU_BIAS")}
-"""Activation -> cublasLtEpilogue_t names (without, with a bias) that fuse it."""
+EPILOGUES: dict[str, tuple[str, str]] = {
+    "none": ("DEFAULT", "BIAS"),
+    **{f.name: f.cublaslt for f in ACTIVATION_FACTS if f.cublaslt is not None},
+}
+"""Activation -> cublasLtEpilogue_t names (without, with a bias) that fuse it: none, and the
+activations whose row of the activation table names one."""
 
 
 def available() -> str | None:

@@ -5,7 +5,7 @@ kernels of runtime/registry_numpy.py) is bound by that function of
 runtime/numpy/kernels/ to the launch's arrays: each step is then a closure that
 writes its results into the output buffers with NumPy's `out=`, with nothing
 looked up, checked or allocated per step. Any other kernel is its op's
-reference (`runtime.reference`): it is called with the input arrays and the
+reference (`runtime.reference.reference_for(spec.op)`): it is called with the input arrays and the
 launch's scalar params, and each result is copied into its output buffer with
 `np.copyto`; its first call checks the results' shapes and dtypes against the
 buffers. A reference function builds its whole result before the copy, so it is
@@ -41,7 +41,7 @@ from aicfc.runtime.backend import Backend, Executable
 from aicfc.runtime.errors import ExecError, StoreError
 from aicfc.runtime.numpy.kernels.common import Kernel, Scratch, Step, Unsupported
 from aicfc.runtime.plan import BufferSpec, CopyStep, ExecPlan, LaunchStep
-from aicfc.runtime.reference import REFERENCE, RefFn
+from aicfc.runtime.reference import RefFn, reference_for
 from aicfc.runtime.registry import KernelSpec
 from aicfc.runtime.store import STORED_ROLES, BufferStore
 
@@ -141,8 +141,8 @@ def _check_results(where: str, kernel: str, results: Sequence[Any], outs: list[n
 
 
 def reference_of(spec: KernelSpec) -> RefFn:
-    """The reference function of a kernel's op (the one place the backend reads REFERENCE)."""
-    return REFERENCE[spec.op]
+    """The reference function of a kernel's op (the one place the backend looks it up)."""
+    return reference_for(spec.op)
 
 
 @cache

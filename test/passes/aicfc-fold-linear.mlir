@@ -143,7 +143,7 @@ func.func @dont_fold_when_bigger(%x: tensor<2x32xf32> {aicfc.role = "input", aic
 // -----
 
 // A train step: folding would change what the optimizer updates.
-// ERR: error: 'graph.matmul' aicfc-fold-linear: cannot fold linear layers in the training function @dont_fold_in_train_step (it contains autodiff.backward): folding replaces '0.weight' and '1.weight', which the optimizer updates, by their product; run it on the inference function (@predict) instead
+// ERR: error: 'graph.matmul' aicfc-fold-linear: cannot fold linear layers in the training function @dont_fold_in_train_step (it contains autodiff.backward): folding replaces '0.weight' and '1.weight', which the optimizer updates, by their product; run it on the inference function only: aicfc-fold-linear{function=predict}
 func.func @dont_fold_in_train_step(%x: tensor<3x4xf32> {aicfc.role = "input", aicfc.name = "x"},
                                    %y: tensor<3x8xf32> {aicfc.role = "input", aicfc.name = "y"},
                                    %w1: tensor<6x4xf32> {aicfc.role = "param", aicfc.name = "0.weight"},

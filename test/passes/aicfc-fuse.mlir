@@ -187,6 +187,24 @@ func.func @fuse_layer_forward_and_backward(%x: tensor<8x4xf32>, %w: tensor<16x4x
   func.return %y, %dw, %db : tensor<8x16xf32>, tensor<16x4xf32>, tensor<16xf32>
 }
 
+// silu (an activation added by one row of the activation table): Linear + SiLU fuses into
+// our GEMM epilogue, exporting pre_act as gelu does (silu_grad reads the input), and its
+// backward chain into epilogue_grad act = silu.
+// CHECK-LABEL: func.func @fuse_layer_silu_forward_and_backward
+func.func @fuse_layer_silu_forward_and_backward(%x: tensor<8x4xf32>, %w: tensor<16x4xf32>, %b: tensor<16xf32>, %dy: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16x4xf32>, tensor<16xf32>) {
+  // CHECK-NEXT: %y, %z = graph.gemm_epilogue %x, %w bias %b act = silu transpose_b : (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
+  // CHECK-NEXT: %dz, %db = autodiff.epilogue_grad %dy, %z act = silu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  // CHECK-NEXT: %dw = graph.matmul %dz, %x transpose_a
+  // CHECK-NEXT: func.return %y, %dw, %db
+  %m = graph.matmul %x, %w transpose_b : (tensor<8x4xf32>, tensor<16x4xf32>) -> tensor<8x16xf32>
+  %z = graph.bias_add %m, %b : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  %y = graph.silu %z : tensor<8x16xf32>
+  %dz = autodiff.silu_grad %dy, %z : tensor<8x16xf32>
+  %dw = graph.matmul %dz, %x transpose_a : (tensor<8x16xf32>, tensor<8x4xf32>) -> tensor<16x4xf32>
+  %db = graph.reduce_sum %dz axes = [0] : tensor<8x16xf32> -> tensor<16xf32>
+  func.return %y, %dw, %db : tensor<8x16xf32>, tensor<16x4xf32>, tensor<16xf32>
+}
+
 // ---------------------------------------------------------------------------
 // Negative cases. A dtype or layout mismatch inside a chain cannot be written:
 // the verifiers give matmul's result lhs's element type, bias_add/relu/gelu/

@@ -44,7 +44,12 @@ def mlp(seed: int, act: type[nn.Module] = nn.ReLU, out: int = 10) -> nn.Sequenti
     return nn.Sequential(nn.Linear(64, 128), act(), nn.Linear(128, 128), act(), nn.Linear(128, out))
 
 
-TORCH_ACT = {nn.ReLU: torch.nn.ReLU, nn.GELU: torch.nn.GELU, nn.Tanh: torch.nn.Tanh}
+TORCH_ACT = {
+    nn.ReLU: torch.nn.ReLU,
+    nn.GELU: torch.nn.GELU,
+    nn.Tanh: torch.nn.Tanh,
+    nn.SiLU: torch.nn.SiLU,
+}
 
 
 def torch_twin(model: nn.Sequential, act: type[nn.Module] = nn.ReLU) -> torch.nn.Sequential:
@@ -135,3 +140,15 @@ def test_mse_regression_matches_torch(digits, act):
     tmodel = torch_twin(model, act)
     topt = torch.optim.Adam(tmodel.parameters(), lr=1e-3)
     check_against_torch(prog, tmodel, topt, (x, target), torch.nn.functional.mse_loss, 30)
+
+
+def test_silu_mlp_adam_50_steps_match_torch(digits):
+    """SiLU hidden layers (fused into gemm_epilogue act = silu, backward epilogue_grad) train
+    as torch.nn.SiLU does: losses, parameters and Adam's state after 50 steps."""
+    model = mlp(4, nn.SiLU)
+    prog = aicfc.compile(model, optimizer=optim.Adam(lr=1e-3), backend="numpy")
+    kernels = prog.mlir("exec", batch_size=BATCH)
+    assert kernels.count('act = "silu"') >= 4, "both layers, forward and backward, are fused"
+    tmodel = torch_twin(model, nn.SiLU)
+    topt = torch.optim.Adam(tmodel.parameters(), lr=1e-3)
+    check_against_torch(prog, tmodel, topt, digits, torch.nn.functional.cross_entropy, 50)

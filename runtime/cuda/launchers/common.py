@@ -12,7 +12,8 @@ be read or written out of bounds: the CUDA kernels do not broadcast), computes
 the grid and the ABI's scalars, and binds them with `abi.kernel_launch`;
 nothing is computed while a step runs.
 
-`ACT_CODES` is the one table of the `act` scalar's C codes (kernels/common.cuh);
+`ACT_CODES` holds the `act` scalar's C codes, read from the activation table
+(dialects/activation_table.py, checked against kernels/common.cuh by a test);
 `act_code` is the one place a launcher reads it.
 """
 
@@ -23,14 +24,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from aicfc.dialects.activation_table import ACTIVATION_FACTS
 from aicfc.runtime.cuda.abi import CudaKernelError, Launch, describe, kernel_launch
 from aicfc.runtime.registry import PARAM_DEFAULTS, KernelSpec
 
 THREADS = 256
 """Threads per block of the one-dimensional kernels."""
 
-ACT_CODES = {"none": 0, "relu": 1, "gelu": 2}
-"""The `act` scalar of the GEMM and epilogue kernels (kernels/common.cuh)."""
+ACT_CODES = {"none": 0, **{f.name: f.code for f in ACTIVATION_FACTS}}
+"""The `act` scalar of the GEMM and epilogue kernels (`AICFC_ACT_*` of kernels/common.cuh)."""
 
 
 Buffers = list[Any]

@@ -3,8 +3,8 @@
 A matmul or gemm_epilogue runs as one planned `cublasLtMatmul` with its bias and
 activation fused in cuBLASLt's epilogue (`cublaslt.EPILOGUES` says which
 activations have one). A gemm_epilogue that also keeps its pre-activation Z runs
-as matmul + bias into Z, then our kernel Y = act(Z) (`ACTIVATION_KERNELS`), whose
-own launcher binds it.
+as matmul + bias into Z, then our kernel Y = act(Z) (`ACTIVATION_KERNELS` of
+runtime/registry_cuda.py), whose own launcher binds it.
 """
 
 from __future__ import annotations
@@ -13,16 +13,10 @@ from aicfc.runtime import registry
 from aicfc.runtime.cuda import launch
 from aicfc.runtime.cuda.abi import CudaKernelError, Launch
 from aicfc.runtime.cuda.cublaslt import EPILOGUES
-from aicfc.runtime.cuda.launchers.common import (
-    Buffers,
-    LoadContext,
-    Params,
-)
+from aicfc.runtime.cuda.launchers.common import Buffers, LoadContext, Params
 from aicfc.runtime.cuda.launchers.gemm import gemm_operands
 from aicfc.runtime.registry import KernelSpec
-
-ACTIVATION_KERNELS = {"none": "cuda.copy", "relu": "cuda.relu_f32"}
-"""Activation -> the kernel that writes Y = act(Z) after a GEMM that kept Z."""
+from aicfc.runtime.registry_cuda import ACTIVATION_KERNELS
 
 
 def launch_cublaslt(

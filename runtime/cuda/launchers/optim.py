@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from aicfc.dialects.autodiff import AdamStepOp, SgdStepOp
 from aicfc.runtime.cuda.abi import CudaKernelError, Launch, describe, kernel_launch
 from aicfc.runtime.cuda.launchers.common import (
     THREADS,
@@ -40,8 +41,7 @@ def launch_sgd(
     expect_operands(spec, n, ins, outs)
     scalars = {
         "lr": param(params, "lr"),
-        "momentum": param(params, "momentum", 0.0),
-        "weight_decay": param(params, "weight_decay", 0.0),
+        **{k: param(params, k, d) for k, d in SgdStepOp.DEFAULTS.items()},
         "nesterov": int(bool(param(params, "nesterov"))),
         "n": n,
     }
@@ -55,8 +55,6 @@ def launch_sgd(
 # ----------------------------------------------------------------------------
 # Multi-tensor Adam
 # ----------------------------------------------------------------------------
-
-ADAM_DEFAULTS = {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0}
 
 
 def adam_chunk(total: int, sm_count: int) -> int:
@@ -106,7 +104,7 @@ def launch_adam_group(
         "nchunks": len(chunks),
         "chunk": chunk,
         "lr": param(params, "lr"),
-        **{k: param(params, k, d) for k, d in ADAM_DEFAULTS.items()},
+        **{k: param(params, k, d) for k, d in AdamStepOp.DEFAULTS.items()},
         "decoupled_weight_decay": int(bool(param(params, "decoupled_weight_decay"))),
     }
     flat = [a for ins, outs in group for a in (*ins, *outs)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from scipy.special import erf
+from scipy.special import erf, expit
 
 from aicfc.runtime.numpy.kernels.common import (
     Arrays,
@@ -84,6 +84,17 @@ def _tanh(x: np.ndarray, y: np.ndarray, scratch: Scratch) -> Activate:
     return lambda: np.tanh(x, out=y)
 
 
+def _silu(x: np.ndarray, y: np.ndarray, scratch: Scratch) -> Activate:
+    """y = x sigmoid(x); x may be y."""
+    t = scratch(x.shape, x.dtype)
+
+    def activate() -> None:
+        expit(x, out=t)
+        np.multiply(x, t, out=y)
+
+    return activate
+
+
 def _identity(x: np.ndarray, y: np.ndarray, scratch: Scratch) -> Activate:
     if x is y:
         return lambda: None
@@ -95,8 +106,10 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray, np.ndarray, Scratch], Activate]] = 
     "relu": _relu,
     "gelu": _gelu,
     "tanh": _tanh,
+    "silu": _silu,
 }
-"""`act` -> a binder of y = act(x) (x may be y), as in reference._activate."""
+"""`act` -> a binder of y = act(x) (x may be y: each reads x, element by element, before it
+writes y there), as reference._activate applies the activation's reference."""
 
 
 def _unary(act: str) -> Callable[[Arrays, Arrays, Params, Scratch], Step]:
@@ -113,6 +126,7 @@ def _unary(act: str) -> Callable[[Arrays, Arrays, Params, Scratch], Step]:
 relu = _unary("relu")
 gelu = _unary("gelu")
 tanh = _unary("tanh")
+silu = _unary("silu")
 
 
 # --- activation gradients -----------------------------------------------------------
@@ -172,12 +186,30 @@ def _tanh_grad(dy: np.ndarray, y: np.ndarray, dx: np.ndarray, scratch: Scratch) 
     return grad
 
 
+def _silu_grad(dy: np.ndarray, x: np.ndarray, dx: np.ndarray, scratch: Scratch) -> Activate:
+    """dx = dy (s (1 + x (1 - s))), s = sigmoid(x); dx may be dy."""
+    s = scratch(x.shape, x.dtype, 0)
+    u = scratch(x.shape, x.dtype, 1)
+
+    def grad() -> None:
+        expit(x, out=s)
+        np.subtract(1, s, out=u)
+        np.multiply(x, u, out=u)
+        np.add(1, u, out=u)
+        np.multiply(s, u, out=u)
+        np.multiply(dy, u, out=dx)
+
+    return grad
+
+
 ACTIVATION_GRADS: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray, Scratch], Activate]] = {
     "relu": _relu_grad,
     "gelu": _gelu_grad,
     "tanh": _tanh_grad,
+    "silu": _silu_grad,
 }
-"""`act` -> a binder of dx = dy * act'(saved) (saved: y for relu and tanh, x for gelu)."""
+"""`act` -> a binder of dx = dy * act'(saved) (saved: what the activation table says its
+gradient reads, y for relu and tanh, x for gelu and silu)."""
 
 
 def _activation_grad(act: str) -> Callable[[Arrays, Arrays, Params, Scratch], Step]:
@@ -196,6 +228,7 @@ def _activation_grad(act: str) -> Callable[[Arrays, Arrays, Params, Scratch], St
 relu_grad = _activation_grad("relu")
 gelu_grad = _activation_grad("gelu")
 tanh_grad = _activation_grad("tanh")
+silu_grad = _activation_grad("silu")
 
 
 def epilogue_grad(ins: Arrays, outs: Arrays, params: Params, scratch: Scratch) -> Step:

@@ -66,17 +66,10 @@ def gemm_epilogue(ins: Arrays, outs: Arrays, params: Params, scratch: Scratch) -
     for k, out in enumerate(outs):
         same_layout(out, shape, a.dtype, f"result #{k}")
     act = str(param(params, "act"))
-    if act not in ("none", "relu", "gelu"):
+    if act not in ACTIVATIONS:
         raise Unsupported(f"act={act!r}")
     y = outs[0]
-    # Z goes to its own output if it has one; else, for GELU (which reads Z while it
-    # writes Y) to a work array; else straight into Y, activated in place.
-    if len(outs) == 2:
-        z = outs[1]
-    elif act == "gelu":
-        z = scratch(shape, a.dtype, 1)
-    else:
-        z = y
+    z = outs[1] if len(outs) == 2 else y  # without a Z output, Y is activated in place
     activate = ACTIVATIONS[act](z, y, scratch)
     if bias is None:
 

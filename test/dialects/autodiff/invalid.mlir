@@ -101,7 +101,7 @@ func.func @epilogue_grad_saved(%dy: tensor<8x16xf32>, %y: tensor<16x8xf32>) {
 // -----
 
 func.func @epilogue_grad_act_none(%dy: tensor<8x16xf32>, %y: tensor<8x16xf32>) {
-  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.epilogue_grad: act must be relu or gelu (for none, dZ = dY: use graph.reduce_sum)
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.epilogue_grad: act must be relu, gelu or silu (for none, dZ = dY: use graph.reduce_sum)
   %dz, %db = autodiff.epilogue_grad %dy, %y act = none : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
   func.return
 }

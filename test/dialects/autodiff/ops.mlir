@@ -40,6 +40,9 @@ func.func @activation_grads(%dy: tensor<8x16xf32>, %y: tensor<8x16xf32>) {
   %3 = autodiff.softmax_grad %dy, %y axis = 1 : tensor<8x16xf32>
   // CHECK-NEXT: %4 = autodiff.softmax_grad %dy, %y axis = -2 : tensor<8x16xf32>
   %4 = autodiff.softmax_grad %dy, %y axis = -2 : tensor<8x16xf32>
+  // CHECK-NEXT: %5 = autodiff.silu_grad %dy, %y : tensor<8x16xf32>
+  // GENERIC: %5 = "autodiff.silu_grad"(%dy, %y) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %5 = autodiff.silu_grad %dy, %y : tensor<8x16xf32>
   // CHECK-NEXT: func.return
   func.return
 // CHECK-NEXT: }
@@ -80,6 +83,8 @@ func.func @epilogue_grad(%dy: tensor<8x16xf32>, %y: tensor<8x16xf32>) {
   // CHECK-NEXT: %dz2, %db2 = autodiff.epilogue_grad %dy, %y act = gelu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
   // GENERIC: %dz2, %db2 = "autodiff.epilogue_grad"(%dy, %y) <{act = #graph<activation gelu>}> : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
   %dz2, %db2 = autodiff.epilogue_grad %dy, %y act = gelu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  // CHECK-NEXT: %dz3, %db3 = autodiff.epilogue_grad %dy, %y act = silu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  %dz3, %db3 = autodiff.epilogue_grad %dy, %y act = silu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
   // CHECK-NEXT: func.return
   func.return
 // CHECK-NEXT: }

@@ -62,8 +62,16 @@ func.func @gemm_epilogue_bias_shape(%x: tensor<8x4xf32>, %w: tensor<16x4xf32>, %
 // -----
 
 func.func @gemm_epilogue_pre_act_without_act(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>) {
-  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.gemm_epilogue: the pre_act result needs an activation (act relu or gelu)
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.gemm_epilogue: the pre_act result needs an activation (act relu, gelu or silu)
   %y, %z = graph.gemm_epilogue %x, %w : (tensor<8x4xf32>, tensor<4x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
+  func.return
+}
+
+// -----
+
+func.func @gemm_epilogue_act_without_epilogue_form(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.gemm_epilogue: act tanh has no epilogue form (expected none, relu, gelu or silu)
+  %y = graph.gemm_epilogue %x, %w act = tanh : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
   func.return
 }
 

@@ -49,6 +49,9 @@ func.func @gemm_epilogue(%x: tensor<8x4xf32>, %w: tensor<16x4xf32>, %b: tensor<1
   %y2, %z2 = graph.gemm_epilogue %xt, %w2 bias %b act = gelu transpose_a : (tensor<4x8xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
   // CHECK-NEXT: %y3 = graph.gemm_epilogue %xt, %w act = relu transpose_a transpose_b : (tensor<4x8xf32>, tensor<16x4xf32>) -> tensor<8x16xf32>
   %y3 = graph.gemm_epilogue %xt, %w act = relu transpose_a transpose_b : (tensor<4x8xf32>, tensor<16x4xf32>) -> tensor<8x16xf32>
+  // CHECK-NEXT: %y4, %z4 = graph.gemm_epilogue %x, %w bias %b act = silu transpose_b : (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
+  // GENERIC: %y4, %z4 = "graph.gemm_epilogue"(%x, %w, %b) <{act = #graph<activation silu>, transpose_b}> : (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
+  %y4, %z4 = graph.gemm_epilogue %x, %w bias %b act = silu transpose_b : (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
   // CHECK-NEXT: func.return
   func.return
 // CHECK-NEXT: }
@@ -81,6 +84,9 @@ func.func @elementwise(%x: tensor<8x16xf32>, %b: tensor<16xf32>, %i: tensor<4xi3
   // CHECK-NEXT: %10 = graph.dropout %x, %off p = 0.123456789012345 seed = -3 : tensor<8x16xf32>, tensor<i64>
   // GENERIC: %10 = "graph.dropout"(%x, %off) <{p = 0.123456789012345 : f64, seed = -3 : i64}> : (tensor<8x16xf32>, tensor<i64>) -> tensor<8x16xf32>
   %10 = graph.dropout %x, %off p = 0.123456789012345 seed = -3 : tensor<8x16xf32>, tensor<i64>
+  // CHECK-NEXT: %11 = graph.silu %x : tensor<8x16xf32>
+  // GENERIC: %11 = "graph.silu"(%x) : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %11 = graph.silu %x : tensor<8x16xf32>
   // CHECK-NEXT: func.return
   func.return
 // CHECK-NEXT: }

@@ -120,6 +120,28 @@ def test_adamw_defaults_match_torch():
     assert o.decoupled_weight_decay
 
 
+def test_optimizer_defaults_are_torchs_and_written_once_on_the_op_classes():
+    import inspect
+
+    from aicfc.dialects import autodiff
+    from aicfc.runtime import reference
+
+    t = torch.optim.Adam([torch.zeros(1)]).defaults
+    adam = autodiff.AdamStepOp.DEFAULTS
+    assert (adam["beta1"], adam["beta2"]) == t["betas"]
+    assert (adam["eps"], adam["weight_decay"]) == (t["eps"], t["weight_decay"])
+    o = optim.Adam()
+    assert (o.lr, o.betas, o.eps, o.weight_decay) == (t["lr"], t["betas"], t["eps"], 0.0)
+    s = torch.optim.SGD([torch.zeros(1)]).defaults
+    sgd = autodiff.SgdStepOp.DEFAULTS
+    assert (sgd["momentum"], sgd["weight_decay"]) == (s["momentum"], s["weight_decay"])
+    # the NumPy reference's keyword defaults are the op classes' too
+    for fn, defaults in ((reference.adam_step, adam), (reference.sgd_step, sgd)):
+        params = inspect.signature(fn).parameters
+        assert {k: params[k].default for k in defaults} == dict(defaults)
+    assert (optim.SGD().momentum, optim.SGD().weight_decay) == (0.0, 0.0)
+
+
 def test_sgd_nesterov_needs_momentum():
     with pytest.raises(ValueError, match="nesterov"):
         optim.SGD(lr=0.1, nesterov=True)

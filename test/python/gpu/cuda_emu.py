@@ -3,6 +3,7 @@
     lib = build("gemm_small.cu")          # g++ -std=c++20, cached per source content
     fn = EmuFunction(lib, "aicfc_gemm_skinny_f32_nt")
     fn((grid), (block), args)              # the call signature of a cupy.RawKernel
+    fn((grid), (block), args, shared_mem=n)  # n bytes of dynamic shared memory per block
 
 `EmuArray` wraps a NumPy array so that it looks like a CuPy array to
 runtime/cuda/launchers/ (shape, dtype, nbytes, data.ptr); `EmuContext` is the
@@ -77,11 +78,13 @@ def kernel_symbols(source_text: str) -> list[str]:
 
 
 def build(source: str) -> ctypes.CDLL:
-    """kernels/<source> compiled for the CPU with a wrapper `emu_<symbol>` per kernel."""
+    """kernels/<source> compiled for the CPU with a wrapper `emu_<symbol>` per kernel
+    (cached per content of the source, every kernels/*.cuh and the emulator)."""
     if CXX is None:
         raise RuntimeError("g++ is not installed")
     path = KERNELS / source
-    text = path.read_text() + (KERNELS / "common.cuh").read_text()
+    headers = "".join(h.read_text() for h in sorted(KERNELS.glob("*.cuh")))
+    text = path.read_text() + headers
     tools = (HERE / "cuda_emu.h").read_text() + Path(__file__).read_text()
     key = hashlib.sha256((text + tools).encode()).hexdigest()[:16]
     if key in _LIBS:
@@ -110,13 +113,13 @@ def build(source: str) -> ctypes.CDLL:
         entries = sorted(set(re.findall(r'extern "C"\s+void\s+(aicfc_\w+)\s*\(', pre)))
         wrappers = "".join(
             f'extern "C" void emu_{s}(unsigned gx, unsigned gy, unsigned gz, unsigned bx, '
-            f"unsigned by, unsigned bz, const uint64_t* a) {{ emu::launch({{gx, gy, gz}}, "
-            f"{{bx, by, bz}}, [&] {{ emu::call({s}, a); }}); }}\n"
+            f"unsigned by, unsigned bz, unsigned smem, const uint64_t* a) {{ emu::launch("
+            f"{{gx, gy, gz}}, {{bx, by, bz}}, [&] {{ emu::call({s}, a); }}, smem); }}\n"
             for s in entries
         )
         unit = work / (path.stem + "_emu.cc")
         unit.write_text(f'#include "{path}"\n{_CALL}\n{wrappers}')
-        subprocess.run(
+        done = subprocess.run(
             [
                 CXX,
                 "-std=c++20",
@@ -134,8 +137,11 @@ def build(source: str) -> ctypes.CDLL:
             ],
             capture_output=True,
             text=True,
-            check=True,
         )
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"g++ could not build kernels/{source} for the emulator:\n" + done.stderr[-4000:]
+            )
     lib = ctypes.CDLL(str(lib_path))
     _LIBS[key] = lib
     return lib
@@ -170,7 +176,7 @@ class EmuFunction:
         g = (*grid, 1, 1)[:3]
         b = (*block, 1, 1)[:3]
         packed = (ctypes.c_uint64 * max(1, len(args)))(*[_bits(a) for a in args])
-        self.fn(*[ctypes.c_uint(int(v)) for v in (*g, *b)], packed)
+        self.fn(*[ctypes.c_uint(int(v)) for v in (*g, *b, shared_mem)], packed)
 
 
 @dataclass

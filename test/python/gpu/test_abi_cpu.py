@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from aicfc.dialects.activation_table import ACTIVATION_FACTS
 from aicfc.runtime import registry
 from aicfc.runtime.cuda import abi as cuda_abi
 from aicfc.runtime.cuda.abi import CudaKernelError, pack_scalars, to_c_scalar
@@ -156,15 +157,9 @@ CASES: dict[str, tuple[list[Any], list[Any], dict[str, Any]]] = {
     "autodiff.sgd_step": ([f(6), f(6), f(6)], [f(6), f(6)], {"lr": 0.1, "momentum": 0.9}),
     "autodiff.adam_step": ([f(6), f(6), f(6), f(6), f()], [f(6), f(6), f(6), f()], {"lr": 0.1}),
 }
-UNARY = ("graph.relu", "graph.gelu", "graph.tanh")
-BINARY = (
-    "graph.add",
-    "graph.sub",
-    "graph.mul",
-    "autodiff.relu_grad",
-    "autodiff.gelu_grad",
-    "autodiff.tanh_grad",
-)
+UNARY = tuple(a.op for a in ACTIVATION_FACTS)
+"""Every activation's forward op (the activation table's rows)."""
+BINARY = ("graph.add", "graph.sub", "graph.mul", *(a.grad_op for a in ACTIVATION_FACTS))
 
 
 def case(spec: registry.KernelSpec) -> tuple[list[Any], list[Any], dict[str, Any]]:
@@ -544,3 +539,29 @@ def test_every_launch_of_a_lowered_program_binds(name, model, loss, opt):
             assert launches, spec.name
             bound += 1
         assert bound >= 3, f"{name}: @{plan.name} bound only {bound} launches"
+
+
+def test_silu_binds_its_code_in_our_gemms_and_cublaslt_refuses_it():
+    """act = silu reaches our GEMM and epilogue kernels as its table code (4); the cuBLASLt
+    launcher refuses it (cuBLASLt has no SiLU epilogue), as the registry does."""
+    gemm = registry.get("cuda.gemm_epilogue_f32_s64_nt")
+    (la,) = launches_for(
+        gemm,
+        [f(8, 4), f(6, 4), f(6)],
+        [f(8, 6), f(8, 6)],
+        {"act": "silu", "transpose_b": True},
+        FakeCtx(),
+    )
+    assert isinstance(la, cuda_abi.KernelLaunch) and la.args[-1] == np.int32(4)
+    (eg,) = launches_for(
+        registry.get("cuda.epilogue_grad_f32"),
+        [f(8, 6), f(8, 6)],
+        [f(8, 6), f(6)],
+        {"act": "silu"},
+        FakeCtx(),
+    )
+    assert isinstance(eg, cuda_abi.KernelLaunch) and eg.args[-1] == np.int32(4)
+    lt = registry.get("cuda.gemm_epilogue_cublaslt_f32")
+    assert "silu" not in (lt.constraints.activations or ())
+    with pytest.raises(CudaKernelError, match="cuBLASLt runs act none or relu, not silu"):
+        launches_for(lt, [f(8, 4), f(4, 6), f(6)], [f(8, 6)], {"act": "silu"}, CublasLtCtx())

@@ -177,3 +177,56 @@ def test_a_label_out_of_range_gives_a_nan_loss_and_a_zero_gradient_row():
     ref = reference.cross_entropy_grad(x[ok].astype(np.float64), y[ok], np.float64(1.0))[0]
     assert rel_err(dx[ok], ref * len(ok) / 9) < TOL
     assert rel_err(outs[2].array, dx.sum(axis=0)) < TOL
+
+
+@pytest.mark.parametrize(("n", "p", "offset"), [(1001, 0.1, 7), (64, 0.5, (1 << 33) + 5)])
+def test_dropout_keeps_the_reference_mask(n, p, offset):
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal(n).astype(np.float32)
+    out = EmuArray(np.full(n, np.nan, np.float32))
+    params = {"p": p, "seed": (1 << 40) + 3}
+    run("cuda.dropout_f32", [EmuArray(x), EmuArray(np.array(offset, np.int64))], [out], params)
+    (ref,) = reference.dropout(x, np.array(offset), p=p, seed=params["seed"])
+    assert out.array.tobytes() == ref.tobytes()
+
+
+# --- silu: one row of the activation table, through every kernel that applies it -----
+
+
+def test_silu_and_its_gradient_elementwise():
+    rng = np.random.default_rng(31)
+    n = 1003
+    x = (rng.standard_normal(n) * 4).astype(np.float32)  # saturates both ends of sigmoid
+    dy = rng.standard_normal(n).astype(np.float32)
+    y = EmuArray(np.full(n, np.nan, np.float32))
+    run("cuda.silu_f32", [EmuArray(x)], [y], {})
+    assert rel_err(y.array, reference.silu(x.astype(np.float64))[0]) < TOL
+    dx = EmuArray(np.full(n, np.nan, np.float32))
+    run("cuda.silu_grad_f32", [EmuArray(dy), EmuArray(x)], [dx], {})
+    ref = reference.silu_grad(dy.astype(np.float64), x.astype(np.float64))[0]
+    assert rel_err(dx.array, ref) < TOL
+
+
+@pytest.mark.parametrize(
+    ("kernel", "m", "n", "k"),
+    [("f32_s64", 70, 45, 33), ("skinny", 37, 10, 75), ("splitk", 40, 40, 300)],
+)
+@pytest.mark.parametrize("pair", ["nn", "nt"])
+def test_gemm_epilogue_silu_in_our_kernels(kernel, m, n, k, pair):
+    ctx = EmuContext()
+    ey, ez, _ = gemm_case(kernel, pair, m, n, k, "silu", seed=m + k, ctx=ctx)
+    assert ez < TOL and ey < TOL
+
+
+def test_epilogue_grad_silu():
+    rng = np.random.default_rng(32)
+    m, n = 37, 45
+    dy = rng.standard_normal((m, n)).astype(np.float32)
+    z = (rng.standard_normal((m, n)) * 3).astype(np.float32)
+    dz = EmuArray(np.full((m, n), np.nan, np.float32))
+    db = EmuArray(np.full(n, np.nan, np.float32))
+    run("cuda.epilogue_grad_f32", [EmuArray(dy), EmuArray(z)], [dz, db], {"act": "silu"})
+    ref_dz, ref_db = reference.epilogue_grad(
+        dy.astype(np.float64), z.astype(np.float64), act="silu"
+    )
+    assert rel_err(dz.array, ref_dz) < TOL and rel_err(db.array, ref_db) < TOL

@@ -221,10 +221,31 @@ def test_cublaslt_on_rows_that_are_not_multiples_of_16_bytes(m, n, k, pair):
     assert rel_err(y, a.astype(F64) @ b.astype(F64)) < F32_TOL
 
 
+@pytest.mark.parametrize("pair", list(PAIRS))
+@pytest.mark.parametrize("family", ["f32_s64", "f32", "splitk", "tf32", "skinny"])
+def test_gemm_epilogue_silu_in_our_kernels(family, pair):
+    """act = silu (no cuBLASLt epilogue) fused in each of our GEMM kernels, with Z."""
+    rng = np.random.default_rng(hash((family, pair)) % 2**32)
+    ta, tb = PAIRS[pair]
+    m, n, k = (67, 30, 131) if family == "skinny" else (96, 80, 131)
+    a, b, bias = randn(rng, m, k), randn(rng, k, n), randn(rng, n)
+    y, z = launch(
+        gemm_kernel("gemm_epilogue", family, pair),
+        [stored(a, ta), stored(b, tb), bias],
+        [((m, n), np.float32), ((m, n), np.float32)],
+        {"act": "silu", "transpose_a": ta, "transpose_b": tb},
+    )
+    ref_y, ref_z = reference.gemm_epilogue(
+        a.astype(F64), b.astype(F64), bias.astype(F64), act="silu"
+    )
+    tol = TF32_TOL if family == "tf32" else F32_TOL
+    assert rel_err(z, ref_z) < tol and rel_err(y, ref_y) < tol
+
+
 # --- backward epilogue, reductions, losses ---------------------------------
 
 
-@pytest.mark.parametrize("act", ["relu", "gelu"])
+@pytest.mark.parametrize("act", ["relu", "gelu", "silu"])
 def test_epilogue_grad(act):
     rng = np.random.default_rng(11)
     dy, saved = randn(rng, 300, 70), randn(rng, 300, 70)
@@ -355,7 +376,12 @@ def test_binary(op, dt):
 
 @pytest.mark.parametrize(
     ("kernel", "ref"),
-    [("relu", reference.relu), ("gelu", reference.gelu), ("tanh", reference.tanh)],
+    [
+        ("relu", reference.relu),
+        ("gelu", reference.gelu),
+        ("tanh", reference.tanh),
+        ("silu", reference.silu),
+    ],
 )
 def test_unary_in_place_and_out_of_place(kernel, ref):
     rng = np.random.default_rng(9)
@@ -372,6 +398,7 @@ def test_unary_in_place_and_out_of_place(kernel, ref):
         ("relu_grad", reference.relu_grad),
         ("gelu_grad", reference.gelu_grad),
         ("tanh_grad", reference.tanh_grad),
+        ("silu_grad", reference.silu_grad),
     ],
 )
 def test_activation_grads(kernel, ref):

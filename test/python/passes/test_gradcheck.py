@@ -32,6 +32,7 @@ from aicfc.dialects import graph as g
 from aicfc.dialects.diagnostics import OpError
 from aicfc.dialects.graph import Activation
 from aicfc.passes.aicfc_expand_backward import AicfcExpandBackwardPass
+from aicfc.passes.aicfc_fuse import AicfcFusePass
 from aicfc.runtime.interpreter import run_func
 from aicfc.runtime.reference import gemm_epilogue
 
@@ -115,9 +116,16 @@ def expand(module: ModuleOp) -> func.FuncOp:
     return fn
 
 
-def gradcheck(case: Case, seed: int = 0) -> None:
+def gradcheck(case: Case, seed: int = 0, fuse: bool = False) -> None:
+    """Expand (and with `fuse`, then run aicfc-fuse on the result) and compare every
+    gradient with central differences of the loss."""
     rng = np.random.default_rng(seed)
     fn = expand(build(case, rng))
+    if fuse:
+        module = fn.parent_op()
+        assert isinstance(module, ModuleOp)
+        AicfcFusePass().apply(Context(), module)
+        module.verify()
     extra = list(case.weights) + ([np.asarray(case.seed)] if case.seed is not None else [])
     args = [np.array(a) for a in case.inputs + extra]
     out = run_func(fn, args)
@@ -261,7 +269,7 @@ def _kink_free_inputs(rng: np.random.Generator, ta: bool, tb: bool, bias: bool) 
 
 GEMM_PARAMS = [
     (act, bias, pre, ta, tb)
-    for act in ("none", "relu", "gelu")
+    for act in ("none", "relu", "gelu", "silu")
     for bias in (False, True)
     for pre in (("none",) if act == "none" else ("none", "unused", "used"))
     for ta, tb in ((False, False), (False, True), (True, False), (True, True))
@@ -404,8 +412,10 @@ def test_backward_primitive(name: str) -> None:
     [
         (lambda e, a: [e(ad.GeluGradOp(a[0], a[1]))], "gelu''"),
         (lambda e, a: list(e.all(ad.EpilogueGradOp(a[0], a[1], Activation.GELU))), "gelu''"),
+        (lambda e, a: [e(ad.SiluGradOp(a[0], a[1]))], "silu''"),
+        (lambda e, a: list(e.all(ad.EpilogueGradOp(a[0], a[1], Activation.SILU))), "silu''"),
     ],
-    ids=["gelu_grad", "epilogue_grad_gelu"],
+    ids=["gelu_grad", "epilogue_grad_gelu", "silu_grad", "epilogue_grad_silu"],
 )
 def test_not_differentiable_primitive_raises(forward: Forward, why: str) -> None:
     rng = np.random.default_rng(3)
@@ -446,3 +456,40 @@ def test_rule_table_is_exhaustive() -> None:
         "autodiff.relu_grad",
         "autodiff.epilogue_grad",
     }
+
+
+# ----------------------------------------------------------------------------
+# SiLU: unfused, fused by construction, and fused by aicfc-fuse after the expansion
+# ----------------------------------------------------------------------------
+
+
+def test_silu_unfused() -> None:
+    gradcheck(unary(g.SiluOp, normal(np.random.default_rng(21), 3, 4)))
+
+
+def _silu_mlp(e: Emit, x: Sequence[SSAValue]) -> list[SSAValue]:
+    # cross_entropy(Linear(silu(Linear(x)))) written unfused: matmul, bias_add, silu
+    z = e(g.BiasAddOp(e(g.MatmulOp(x[0], x[1], False, True)), x[2]))
+    h = e(g.SiluOp(z))
+    logits = e(g.BiasAddOp(e(g.MatmulOp(h, x[3], False, True)), x[4]))
+    return [e(g.CrossEntropyOp(logits, x[5]))]
+
+
+@pytest.mark.parametrize("fuse", [False, True], ids=["unfused", "fused_by_aicfc_fuse"])
+def test_silu_mlp(fuse: bool) -> None:
+    """The two-layer SiLU MLP's gradients, before and after aicfc-fuse turns the layer into
+    gemm_epilogue act = silu and its backward into epilogue_grad act = silu."""
+    rng = np.random.default_rng(22)
+    ins = [normal(rng, 4, 3), normal(rng, 6, 3), normal(rng, 6), normal(rng, 5, 6)]
+    ins += [normal(rng, 5), np.array([1, 0, 4, 2], dtype=np.int32)]
+    case = Case(ins, _silu_mlp, [0, 1, 2, 3, 4], scalar_loss=True)
+    if fuse:  # the fused forms are really there
+        fn = expand(build(case, np.random.default_rng(0)))
+        module = fn.parent_op()
+        assert isinstance(module, ModuleOp)
+        AicfcFusePass().apply(Context(), module)
+        acts = [op.properties["act"] for op in module.walk() if "act" in op.properties]
+        kinds = {type(op) for op in module.walk()}
+        assert {g.GemmEpilogueOp, ad.EpilogueGradOp} <= kinds and g.SiluOp not in kinds, kinds
+        assert all(str(a) == "#graph<activation silu>" for a in acts), acts
+    gradcheck(case, fuse=fuse)

@@ -10,14 +10,14 @@ import types
 import pytest
 
 from aicfc.runtime import registry
-from aicfc.runtime.reference import REFERENCE
+from aicfc.runtime.reference import REFERENCE, reference_for
 from aicfc.runtime.registry import Constraints, KernelSpec, candidates
 
 
 def test_every_reference_op_has_a_numpy_kernel_named_after_it():
-    for op in REFERENCE:
-        spec = registry.get("numpy." + op.split(".", 1)[1])
-        assert spec.op == op
+    for cls in REFERENCE:
+        spec = registry.get("numpy." + cls.name.split(".", 1)[1])
+        assert spec.op == cls.name
         assert spec.family == "numpy"
         assert "inplace_ok" in spec.flags
     copy = registry.get("numpy.copy")
@@ -27,9 +27,17 @@ def test_every_reference_op_has_a_numpy_kernel_named_after_it():
 
 def test_numpy_kernels_cover_exactly_the_reference_ops_and_copy():
     ops = {k.op for k in registry.REGISTRY if k.family == "numpy"}
-    assert ops == set(REFERENCE) | {"exec.copy"}
+    assert ops == {cls.name for cls in REFERENCE} | {"exec.copy"}
     for k in registry.NUMPY_KERNELS:
         assert k.launcher is None and "reference" in k.flags
+
+
+def test_each_numpy_kernel_runs_the_reference_of_its_op_class():
+    for k in registry.REGISTRY:
+        if k.family == "numpy" and k.op != "exec.copy":
+            assert reference_for(k.op) is next(f for c, f in REFERENCE.items() if c.name == k.op)
+    with pytest.raises(KeyError, match=r"'graph\.nope' has no NumPy reference"):
+        reference_for("graph.nope")
 
 
 def test_candidates_filter_by_op_backend_and_dtype():

@@ -4,12 +4,14 @@ the autotune cache overrides only with a feasible kernel."""
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 
 from aicfc.runtime.registry import Constraints, KernelSpec
 from aicfc.runtime.selector import (
     AutotuneCache,
+    AutotuneCacheWarning,
     NoKernelError,
     Problem,
     refusal,
@@ -183,14 +185,20 @@ def test_autotune_entry_naming_an_infeasible_kernel_is_ignored(tmp_path):
     assert (chosen.spec.name, chosen.source) == ("cuda.any", "rules")
 
 
-def test_malformed_autotune_file_names_the_path(tmp_path):
+def test_malformed_autotune_file_is_ignored_with_one_warning_naming_it(tmp_path):
+    """Tuning results are recomputable: a damaged cache warns once and reads as empty
+    (it raised ValueError, which aicfc-opt reported as an internal error)."""
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({"version": 7, "entries": {}}))
-    with pytest.raises(ValueError, match=r"bad\.json"):
-        AutotuneCache(path)
-    path.write_text("{not json")
-    with pytest.raises(ValueError, match=r"bad\.json"):
-        AutotuneCache(path)
+    with pytest.warns(AutotuneCacheWarning, match=r"autotune cache '.*bad\.json' cannot be used"):
+        assert AutotuneCache(path).entries == {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the second read of the same file is silent
+        assert AutotuneCache(path).entries == {}
+    other = tmp_path / "other.json"
+    other.write_text("{not json")
+    with pytest.warns(AutotuneCacheWarning, match=r"other\.json' cannot be used \(Expecting"):
+        AutotuneCache(other)
     assert AutotuneCache(tmp_path / "missing.json").entries == {}
 
 

@@ -1,0 +1,71 @@
+"""The autodiff dialect: reverse-mode differentiation and optimizer steps.
+
+`autodiff.backward` marks where gradients are wanted; `aicfc-expand-backward`
+replaces it by graph ops and the backward primitives of this dialect
+(docs/design.md#composite-backward, docs/design.md#gradient-accumulation).
+Optimizer updates are SSA functions (`param, grad, m, v, step -> param', m', v',
+step'`); their alias policies let `aicfc-fold-inplace` turn them into in-place
+updates where that is safe.
+
+The ops live in small modules of this package: backward.py (autodiff.backward),
+grads.py (softmax_grad, dropout_grad, epilogue_grad), loss_grads.py (the losses'
+gradients) and optimizers.py (adam_step, sgd_step). The activations' gradient ops
+(autodiff.relu_grad, ...) are defined with their forward ops and their row in
+dialects/graph/activations.py; this package re-exports them and lists them in its
+`Dialect`, so a new activation adds no line here. `from aicfc.dialects import
+autodiff` then `autodiff.AdamStepOp` reaches every op.
+
+```mlir
+%g:2 = autodiff.backward %loss wrt %w, %b : tensor<f32>, (tensor<16x8xf32>, tensor<16xf32>)
+         -> (tensor<16x8xf32>, tensor<16xf32>)
+%w1, %m1, %v1, %s1 = autodiff.adam_step %w, %g#0, %m, %v, %s lr = 1.000000e-03
+         : tensor<16x8xf32>, tensor<f32>
+```
+"""
+
+from __future__ import annotations
+
+from xdsl.ir import Dialect
+
+from aicfc.dialects.autodiff.backward import BackwardOp
+from aicfc.dialects.autodiff.grads import DropoutGradOp, EpilogueGradOp, SoftmaxGradOp
+from aicfc.dialects.autodiff.loss_grads import (
+    CrossEntropyGradOp,
+    CrossEntropyWithGradOp,
+    MseLossGradOp,
+)
+from aicfc.dialects.autodiff.optimizers import AdamStepOp, SgdStepOp
+from aicfc.dialects.graph.activations import *  # noqa: F403 (the activations' gradient ops)
+from aicfc.dialects.graph.activations import GRAD_OPS
+from aicfc.dialects.graph.activations import __all__ as ACTIVATION_NAMES
+
+__all__ = [
+    "AdamStepOp",
+    "Autodiff",
+    "BackwardOp",
+    "CrossEntropyGradOp",
+    "CrossEntropyWithGradOp",
+    "DropoutGradOp",
+    "EpilogueGradOp",
+    "MseLossGradOp",
+    "SgdStepOp",
+    "SoftmaxGradOp",
+    *ACTIVATION_NAMES,
+]
+
+Autodiff = Dialect(
+    "autodiff",
+    [
+        BackwardOp,
+        *GRAD_OPS,
+        SoftmaxGradOp,
+        CrossEntropyGradOp,
+        CrossEntropyWithGradOp,
+        MseLossGradOp,
+        DropoutGradOp,
+        EpilogueGradOp,
+        AdamStepOp,
+        SgdStepOp,
+    ],
+    [],
+)
