@@ -1,0 +1,49 @@
+"""aicfc.nn: neural-network modules that emit graph IR (torch.nn's names and layouts).
+
+`modules.py` holds the base class, the containers and the MLP layers (Linear, the
+activations, Dropout); `transformer.py` the layers of a decoder-only transformer
+(Embedding, LayerNorm, CausalSelfAttention, MLP, TransformerBlock). The GPT built from
+them is `aicfc.models.gpt.GPT`.
+"""
+
+from __future__ import annotations
+
+from aicfc.nn.modules import (
+    GELU,
+    Dropout,
+    EmitContext,
+    LayerMismatch,
+    Linear,
+    Module,
+    Parameter,
+    ReLU,
+    Sequential,
+    ShapeError,
+    SiLU,
+    Tanh,
+    default_rng,
+    has_dropout,
+    manual_seed,
+    parameter_aliases,
+    scalar_constant,
+)
+
+__all__ = [
+    "GELU",
+    "Dropout",
+    "EmitContext",
+    "LayerMismatch",
+    "Linear",
+    "Module",
+    "Parameter",
+    "ReLU",
+    "Sequential",
+    "ShapeError",
+    "SiLU",
+    "Tanh",
+    "default_rng",
+    "has_dropout",
+    "manual_seed",
+    "parameter_aliases",
+    "scalar_constant",
+]
