@@ -28,13 +28,18 @@ from aicfc.nn.modules import (
     parameter_aliases,
     scalar_constant,
 )
+from aicfc.nn.transformer import MLP, CausalSelfAttention, Embedding, LayerNorm, TransformerBlock
 
 __all__ = [
     "GELU",
+    "MLP",
+    "CausalSelfAttention",
     "Dropout",
+    "Embedding",
     "EmitContext",
     "InputSpec",
     "LayerMismatch",
+    "LayerNorm",
     "Linear",
     "Module",
     "Parameter",
@@ -43,6 +48,7 @@ __all__ = [
     "ShapeError",
     "SiLU",
     "Tanh",
+    "TransformerBlock",
     "default_rng",
     "has_dropout",
     "manual_seed",
