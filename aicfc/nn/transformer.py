@@ -210,6 +210,9 @@ class CausalSelfAttention(Module):
     def input_features(self) -> int | None:
         return self.d_model
 
+    def input_spec(self) -> InputSpec:
+        return InputSpec(sample=(self.block_size, self.d_model))
+
     def output_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
         _sequence_shape(self, shape, self.d_model, self.block_size)
         return tuple(shape)
@@ -307,6 +310,9 @@ class TransformerBlock(Module):
 
     def input_features(self) -> int | None:
         return self.attn.d_model
+
+    def input_spec(self) -> InputSpec:
+        return self.attn.input_spec()
 
     def output_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
         return self.attn.output_shape(shape)
