@@ -175,17 +175,13 @@ def launch_layer_norm_grad(
     spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     """(dy, x, mean, rstd, weight?) -> (dx, dweight?, dbias?): dweight where the forward had
-    a weight (the fifth operand), dbias where it had a bias (`with_bias`)."""
+    a weight (the fifth operand), dbias where it also had a bias (a third result; a bias
+    needs a weight, as graph.layer_norm verifies)."""
     dy, x, mean, rstd = ins[:4]
     w = ins[4] if len(ins) > 4 else None
-    with_bias = bool(param(params, "with_bias", False))
-    want = 1 + (w is not None) + with_bias
-    if len(outs) != want:
-        raise ValueError(
-            f"{len(outs)} results; expected dx{', dweight' * (w is not None)}"
-            f"{', dbias' * with_bias}"
-        )
+    if len(outs) > (3 if w is not None else 1):
+        raise ValueError(f"{len(outs)} results; expected dx[, dweight[, dbias]]")
     dx = outs[0]
-    dw = outs[1] if w is not None else None
-    db = outs[-1] if with_bias else None
+    dw = outs[1] if w is not None and len(outs) > 1 else None
+    db = outs[2] if len(outs) > 2 else None
     return layer_norm_grad_launches(spec, dy, x, mean, rstd, w, None, dx, dw, db, ctx)

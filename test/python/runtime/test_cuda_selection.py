@@ -213,3 +213,43 @@ def test_a_batch_that_broadcasts_partly_has_no_kernel_and_says_why():
     p = Problem("graph.matmul", "f32", ((2, 3, 8, 4), (3, 4, 6)), ((2, 3, 8, 6),), ("f32",) * 2, {})
     with pytest.raises(NoKernelError, match="batch dims broadcast partly"):
         select(p, "cuda", H200)
+
+
+def attention(d, t=256, s=None, grad=False):
+    s = t if s is None else s
+    q, kv = (64, 6, t, d), (64, 6, s, d)
+    if grad:
+        ins = (q, q, kv, kv, q, (64, 6, t))
+        return Problem(
+            "autodiff.scaled_dot_product_attention_grad", "f32", ins, (q, kv, kv), ("f32",) * 6
+        )
+    return Problem(
+        "graph.scaled_dot_product_attention", "f32", (q, kv, kv), (q, (64, 6, t)), ("f32",) * 3
+    )
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_attention_goes_to_the_tiled_kernels_for_their_head_dims_else_to_the_row_kernels(grad):
+    suffix = "_grad" if grad else ""
+    for d in (32, 64, 128):
+        assert (
+            chosen(attention(d, grad=grad)) == f"cuda.scaled_dot_product_attention{suffix}_f32_d{d}"
+        )
+    rows = f"cuda.scaled_dot_product_attention{suffix}_rows_f32"
+    assert chosen(attention(16, grad=grad)) == rows  # the oracle GPT's head dim
+    assert chosen(attention(64, t=200, s=300, grad=grad)) == rows  # more keys than queries
+
+
+def test_a_language_models_loss_goes_to_the_team_per_row_kernel():
+    def loss(c):
+        return Problem(
+            "autodiff.cross_entropy_with_grad",
+            "f32",
+            ((64, 256, c), (64, 256), ()),
+            ((), (64, 256, c)),
+            ("f32", "i32", "f32"),
+        )
+
+    assert chosen(loss(65)) == "cuda.softmax_cross_entropy_f32_i32"
+    assert chosen(loss(50257)) == "cuda.softmax_cross_entropy_f32_i32"
+    assert chosen(loss(10)) == "cuda.cross_entropy_with_grad_f32_i32"  # an MLP's head
