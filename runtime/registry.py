@@ -120,7 +120,9 @@ class KernelSpec:
                 named by the op's alias policy), "tensor_core", "library"
                 (cuBLASLt/nvmath), "reference" (the NumPy definition), "auxiliary"
                 (a second kernel that another entry's launcher binds after its own,
-                such as a reduction of partials: never selected for `op` itself), ...
+                such as a reduction of partials: never selected for `op` itself), "view"
+                (the result is the input's bytes read with another shape: a backend may
+                alias them instead of launching, runtime/schedule.py view_aliases), ...
     abi:        ordered (parameter name, C type) of the scalars passed after the
                 buffers (CUDA kernels; empty for NumPy ones).
     source, symbol: the `kernels/*.cu` file and its `extern "C"` entry point.

@@ -275,6 +275,7 @@ _LAYOUT = [
         "aicfc_copy_bytes",
         (("nbytes", "int64_t"),),
         _ANY,
+        flags=("view",),  # the CuPy backend reads the input's bytes where that is safe
         launcher="launch_copy",
     ),
     _k(

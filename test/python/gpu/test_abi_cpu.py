@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import itertools
 import re
 import sys
 import types
@@ -99,11 +100,14 @@ class Ptr:
     ptr: int
 
 
+_ADDRESSES = itertools.count(0x7F0000000000, 1 << 20)
+
+
 @dataclass
 class FakeArray:
     shape: tuple[int, ...]
     dtype: np.dtype
-    data: Ptr = field(default_factory=lambda: Ptr(0x7F0000000000))
+    data: Ptr = field(default_factory=lambda: Ptr(next(_ADDRESSES)))
 
     @property
     def nbytes(self) -> int:
