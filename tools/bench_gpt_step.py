@@ -38,11 +38,14 @@ JAX: peak_bytes_in_use), graph nodes and the longest chain of dependent nodes (a
 and compile: seconds from nothing to the first finished step (building the IR, the
 pipeline, kernel loading and capture for aicfc; tracing and compiling for the others).
 For aicfc also "cached": the same for a second Program of the same model in this
-process, whose planned IR comes from the compile cache, and, unless --quick, a first
-and a second fresh process (`--compile-probe`), the cold and the cached compile.
+process, whose planned IR comes from the compile cache, and (fp32 rows, unless --quick)
+a first and a second fresh process (`--compile-probe`), the cold and the cached compile
+(CuPy's on-disk kernel cache is warm in both: NVRTC ran in this process first).
 
-Each peer runs in try/except: a failure prints its reason and the table goes on. Peers
-are skipped once --deadline seconds have passed (device time is lent by the minute).
+Each peer runs in try/except: a failure prints its reason and the table goes on. The
+peers run one after the other, each over every config and precision (aicfc first, the
+torch.compile modes last); one is skipped when fewer than 20 s (90 s for a
+torch.compile mode) are left of --deadline, and the JSON is rewritten after every row.
 --quick: fewer steps, no torch-compile-ro, no processes. Not a test: a tool that prints
 a table.
 """
@@ -232,7 +235,7 @@ def bench_aicfc(name: str, tf32: bool, args: argparse.Namespace) -> dict[str, An
     _, cached_s, hit = first_step(c, tf32, args.dropout, cache)
     row["cached_compile_seconds"], row["cache_hit"] = cached_s, hit.from_cache
     release_memory()
-    if not args.quick:  # a fresh process, cold (an empty cache) and warm (this one's)
+    if not args.quick and not tf32:  # fresh processes, cold (an empty cache) and warm
         cold = compile_probe(name, tf32, cache_dir=tempfile.mkdtemp(prefix="aicfc-cold-"))
         warm = compile_probe(name, tf32, cache_dir=cache)
         row["process_compile_seconds"] = cold["seconds"]
@@ -573,17 +576,22 @@ def main(argv: list[str] | None = None) -> int:
         peers = [p for p in peers if p not in ("torch-compile-ro", "torch-compile-max")]
     start = time.perf_counter()
     results: list[dict[str, Any]] = []
-    for name in args.configs.split(","):
-        for precision in args.precisions.split(","):
-            for peer in peers:
+    # Peer by peer (aicfc first, the slow compiles last), each over every config and
+    # precision, so a deadline cuts the least informative rows.
+    for peer in peers:
+        for name in args.configs.split(","):
+            for precision in args.precisions.split(","):
                 row: dict[str, Any] = {
                     "config": name,
                     "precision": precision,
                     "peer": peer,
                     "flops": CONFIGS[name].flops(),
                 }
-                if time.perf_counter() - start > args.deadline:
-                    row["error"] = f"skipped: past the {args.deadline:.0f} s deadline"
+                left = args.deadline - (time.perf_counter() - start)
+                if left < (90 if peer.startswith("torch-compile") else 20):
+                    row["error"] = (
+                        f"skipped: {left:.0f} s left of the {args.deadline:.0f} s deadline"
+                    )
                 else:
                     try:
                         row.update(RUNNERS[peer](name, precision == "tf32", args))
@@ -596,8 +604,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"{row['seconds'] * 1e6:.1f} us/step, compile {row['compile_seconds']:.2f} s"
                 )
                 print(f"[{name} {precision} {peer}] {status}", flush=True)
-    if args.json:
-        write_text(args.json, json.dumps(results, indent=1))
+                if args.json:  # after every row: a run cut short keeps what it measured
+                    write_text(args.json, json.dumps(results, indent=1))
     table(results)
     return 0
 
