@@ -192,44 +192,48 @@ def _strided_launch(
     )
 
 
+def _launch_parts(
+    spec: KernelSpec,
+    whole: Any,
+    parts: Buffers,
+    params: Params,
+    ctx: LoadContext,
+    gather: bool,
+) -> list[Launch]:
+    """A strided copy per part along `axis`: each part read out of `whole` (gather: split)
+    or written into it (concat)."""
+    shape = tuple(int(d) for d in whole.shape)
+    shapes = [tuple(int(d) for d in p.shape) for p in parts]
+    try:
+        axis, starts = _slices(spec, shape, shapes, params)
+    except ValueError as e:
+        raise CudaKernelError(f'kernel "{spec.name}": {e}') from None
+    strides = row_major_strides(shape)
+    launches = []
+    for part, dims, start in zip(parts, shapes, starts, strict=True):
+        if not numel(part):
+            continue
+        own, at = row_major_strides(dims), start * strides[axis]
+        if gather:
+            meta, src, dst = strided_copy_table(dims, strides, own, at, 0), whole, part
+        else:
+            meta, src, dst = strided_copy_table(dims, own, strides, 0, at), part, whole
+        launches.append(_strided_launch(spec, ctx, src, dst, meta, len(dims), numel(part)))
+    return launches
+
+
 def launch_split(
     spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     """x -> one result per size along `axis` (torch.split): a strided copy per result."""
-    whole = tuple(int(d) for d in ins[0].shape)
-    parts = [tuple(int(d) for d in o.shape) for o in outs]
-    try:
-        axis, starts = _slices(spec, whole, parts, params)
-    except ValueError as e:
-        raise CudaKernelError(f'kernel "{spec.name}": {e}') from None
-    src = row_major_strides(whole)
-    launches = []
-    for out, part, start in zip(outs, parts, starts, strict=True):
-        if not numel(out):
-            continue
-        meta = strided_copy_table(part, src, row_major_strides(part), start * src[axis], 0)
-        launches.append(_strided_launch(spec, ctx, ins[0], out, meta, len(part), numel(out)))
-    return launches
+    return _launch_parts(spec, ins[0], outs, params, ctx, gather=True)
 
 
 def launch_concat(
     spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     """inputs -> their concatenation along `axis` (torch.cat): a strided copy per input."""
-    whole = tuple(int(d) for d in outs[0].shape)
-    parts = [tuple(int(d) for d in i.shape) for i in ins]
-    try:
-        axis, starts = _slices(spec, whole, parts, params)
-    except ValueError as e:
-        raise CudaKernelError(f'kernel "{spec.name}": {e}') from None
-    dst = row_major_strides(whole)
-    launches = []
-    for x, part, start in zip(ins, parts, starts, strict=True):
-        if not numel(x):
-            continue
-        meta = strided_copy_table(part, row_major_strides(part), dst, 0, start * dst[axis])
-        launches.append(_strided_launch(spec, ctx, x, outs[0], meta, len(part), numel(x)))
-    return launches
+    return _launch_parts(spec, outs[0], ins, params, ctx, gather=False)
 
 
 def launch_scale(
