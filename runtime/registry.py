@@ -69,6 +69,8 @@ class Constraints:
     activations:    allowed values of the `act` parameter (None = any).
     operand_dtypes: (operand index, allowed dtypes) for operands whose dtype is
                     not the kernel dtype (e.g. cross-entropy labels).
+    operand_ranks:  (operand index, allowed ranks) for kernels written for fixed ranks
+                    (a GEMM of two matrices refuses a batched [B, T, D] operand).
     param_values:   (parameter, allowed values) for any other scalar parameter.
     min_arch:       smallest compute capability, as an int (80 = sm_80).
     requires:       capability keys that must be truthy (e.g. "tf32", "cublaslt").
@@ -78,7 +80,8 @@ class Constraints:
                     products, runtime/selector.py `gemm_dims`); None: not a product kernel.
     last_dims:      (operand index, allowed sizes of its last dim), e.g. an attention
                     kernel's head dims.
-    min_last_dim:   (operand index, smallest size of its last dim).
+    last_dim_range: (operand index, smallest, largest size of its last dim), e.g. the
+                    classes of a wide-row loss kernel or a layer norm's D.
     equal_shapes:   operand indices that must all have one shape (attention's q, k, v).
     """
 
@@ -90,12 +93,13 @@ class Constraints:
     max_numel: int | None = None
     activations: tuple[str, ...] | None = None
     operand_dtypes: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    operand_ranks: tuple[tuple[int, tuple[int, ...]], ...] = ()
     param_values: tuple[tuple[str, tuple[ParamScalar, ...]], ...] = ()
     min_arch: int = 0
     requires: tuple[str, ...] = ()
     gemm_batch: int | None = None
     last_dims: tuple[tuple[int, tuple[int, ...]], ...] = ()
-    min_last_dim: tuple[tuple[int, int], ...] = ()
+    last_dim_range: tuple[tuple[int, int, int], ...] = ()
     equal_shapes: tuple[int, ...] = ()
 
     @property

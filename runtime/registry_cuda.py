@@ -501,18 +501,22 @@ _ROWS_ABI = (
 ATTENTION_HEAD_DIMS = (32, 64, 128)
 """Head dims of attention.cu's tiled kernels; attention_rows.cu takes any d <= 128."""
 ATTENTION_ROWS_MAX_D = 128
+_HEAD_DIMS = ((0, 1, ATTENTION_ROWS_MAX_D),)
 MANY_CLASSES = 33
 """cross_entropy.cu's team-per-row kernel takes rows of at least this many classes (a
 language model's vocabulary); loss.cu's warp-per-row kernels keep the narrow heads."""
 _STRIDED_ABI = _PERMUTE_ABI
+LAYER_NORM_MAX_D = 8192
+"""layernorm.cu holds a row in registers: 16 elements a thread, at most 512 threads."""
+_LN = Constraints(last_dim_range=((0, 1, LAYER_NORM_MAX_D),))
 
 _LAYER_NORM = [
     _k("layer_norm_f32", "graph.layer_norm", "layernorm.cu", "aicfc_layer_norm_f32", _LN_ABI,
-       launcher="launch_layer_norm"),
+       constraints=_LN, launcher="launch_layer_norm"),
     _k("add_layer_norm_f32", "graph.add_layer_norm", "layernorm.cu", "aicfc_add_layer_norm_f32",
-       _LN_ABI, flags=("fused",), launcher="launch_add_layer_norm"),
+       _LN_ABI, constraints=_LN, flags=("fused",), launcher="launch_add_layer_norm"),
     _k("layer_norm_grad_f32", "autodiff.layer_norm_grad", "layernorm.cu",
-       "aicfc_layer_norm_grad_f32", (("N", "int32_t"), ("D", "int32_t")),
+       "aicfc_layer_norm_grad_f32", (("N", "int32_t"), ("D", "int32_t")), constraints=_LN,
        flags=("workspace",), launcher="launch_layer_norm_grad"),
     _k("layer_norm_param_grad_f32", "autodiff.layer_norm_grad", "layernorm.cu",
        "aicfc_layer_norm_param_grad_f32", (("blocks", "int32_t"), ("D", "int32_t")),
@@ -575,12 +579,15 @@ _ATTENTION = (
            launcher="launch_attention_grad"),
         _k("scaled_dot_product_attention_rows_f32", "graph.scaled_dot_product_attention",
            "attention_rows.cu", "aicfc_attention_rows_fwd_f32", _ROWS_ABI,
-           constraints=Constraints(operand_dtypes=((3, ("i64",)),)), flags=("fused",),
+           constraints=Constraints(operand_dtypes=((3, ("i64",)),), last_dim_range=_HEAD_DIMS),
+           flags=("fused",),
            launcher="launch_attention_rows"),
         _k("scaled_dot_product_attention_grad_rows_f32",
            "autodiff.scaled_dot_product_attention_grad", "attention_rows.cu",
            "aicfc_attention_rows_bwd_dq_f32", _ROWS_ABI,
-           constraints=Constraints(operand_dtypes=((6, ("i64",)),)),
+           constraints=Constraints(
+               operand_dtypes=((6, ("i64",)),), last_dim_range=((1, 1, ATTENTION_ROWS_MAX_D),)
+           ),
            flags=("fused", "workspace"), launcher="launch_attention_rows_grad"),
         _k("attention_rows_bwd_dkdv_f32", "autodiff.scaled_dot_product_attention_grad",
            "attention_rows.cu", "aicfc_attention_rows_bwd_dkdv_f32", _ROWS_ABI, flags=_AUX,
@@ -594,7 +601,9 @@ _MANY_CLASSES = [
         op="autodiff.cross_entropy_with_grad",
         family="cuda",
         dtypes=F32,
-        constraints=Constraints(operand_dtypes=((1, (lt,)),), min_last_dim=((0, MANY_CLASSES),)),
+        constraints=Constraints(
+            operand_dtypes=((1, (lt,)),), last_dim_range=((0, MANY_CLASSES, 2**31 - 1),)
+        ),
         flags=frozenset({"workspace", "fused"}),
         abi=(("N", "int32_t"), ("V", "int32_t")),
         source="cross_entropy.cu",

@@ -187,6 +187,10 @@ def refusal(spec: KernelSpec, problem: Problem, capability: Capability) -> str |
             return (
                 f"operand #{index} dtype {problem.input_dtypes[index]} not in {', '.join(allowed)}"
             )
+    for index, ranks in c.operand_ranks:
+        if index < len(problem.input_shapes) and len(problem.input_shapes[index]) not in ranks:
+            rank = len(problem.input_shapes[index])
+            return f"operand #{index} has rank {rank}, not {' or '.join(map(str, ranks))}"
     if spec.transposes is not None:
         pair = (bool(problem.param("transpose_a")), bool(problem.param("transpose_b")))
         if pair not in spec.transposes:
@@ -214,10 +218,11 @@ def refusal(spec: KernelSpec, problem: Problem, capability: Capability) -> str |
         shape = problem.input_shapes[index] if index < len(problem.input_shapes) else ()
         if not shape or shape[-1] not in sizes:
             return f"operand #{index} has last dim {shape[-1] if shape else None}, not in {sizes}"
-    for index, least in c.min_last_dim:
+    for index, least, most in c.last_dim_range:
         shape = problem.input_shapes[index] if index < len(problem.input_shapes) else ()
-        if not shape or shape[-1] < least:
-            return f"operand #{index} has last dim {shape[-1] if shape else None} < {least}"
+        if not shape or not least <= shape[-1] <= most:
+            last = shape[-1] if shape else None
+            return f"operand #{index} has last dim {last}, outside [{least}, {most}]"
     if c.equal_shapes:
         shapes = {problem.input_shapes[i] for i in c.equal_shapes if i < len(problem.input_shapes)}
         if len(shapes) > 1:
