@@ -297,6 +297,16 @@ _LAYOUT = [
         launcher="launch_transpose",
     ),
     _k(
+        "permute_rows_b32",
+        "graph.transpose",
+        "elementwise.cu",
+        "aicfc_permute_rows_b32",
+        _PERMUTE_ABI,
+        ("f32", "i32"),
+        flags=("auxiliary",),  # the transpose and broadcast launchers use it for whole rows
+        launcher="launch_transpose",
+    ),
+    _k(
         "broadcast_to_b32",
         "graph.broadcast_to",
         "elementwise.cu",

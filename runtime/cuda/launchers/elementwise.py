@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from aicfc.runtime import registry
 from aicfc.runtime.cuda.abi import CudaKernelError, Launch, describe, kernel_launch
 from aicfc.runtime.cuda.launchers.common import (
     THREADS,
@@ -125,6 +126,8 @@ def launch_permute(
     except ValueError as e:
         raise CudaKernelError(f'kernel "{spec.name}": {e}') from None
     n = numel(outs[0])
+    if rows_of_words(spec, ins[0], outs[0], permute_table(strides, in_shape, out_shape, params)):
+        spec, n = registry.get(ROWS_KERNEL), n // 4
     return [
         kernel_launch(
             spec,
@@ -135,6 +138,21 @@ def launch_permute(
             keepalive=[meta],
         )
     ]
+
+
+ROWS_KERNEL = "cuda.permute_rows_b32"
+
+
+def rows_of_words(spec: KernelSpec, x: Any, out: Any, table: np.ndarray) -> bool:
+    """Whether a 4-byte permute moves whole 16-byte words (aicfc_permute_rows_b32): the
+    last axis contiguous in both, its size and every source stride multiples of 4, both
+    buffers 16-byte aligned."""
+    rank = len(table) // 2
+    if rank == 0 or np.dtype(x.dtype).itemsize != 4:
+        return False
+    shape, src = table[:rank], table[rank:]
+    aligned = int(x.data.ptr) % 16 == 0 and int(out.data.ptr) % 16 == 0
+    return bool(aligned and src[-1] == 1 and shape[-1] % 4 == 0 and not (src % 4)[:-1].any())
 
 
 launch_transpose: Launcher = partial(launch_permute, transpose_strides)

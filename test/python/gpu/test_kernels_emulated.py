@@ -304,3 +304,31 @@ def test_scale_and_causal_mask():
     assert np.array_equal(y.array, np.where(keep, x, -np.inf))
     run("cuda.causal_mask_f32", [EmuArray(x)], [y], {"fill": 0.0})
     assert np.array_equal(y.array, np.where(keep, x, 0.0))
+
+
+@pytest.mark.parametrize(
+    ("shape", "perm", "rows"),
+    [
+        ((2, 5, 3, 8), (0, 2, 1, 3), True),
+        ((2, 3, 5, 8), (0, 2, 1, 3), True),
+        ((2, 5, 3, 6), (0, 2, 1, 3), False),
+    ],
+    ids=["split_heads", "merge_heads", "odd_rows"],
+)
+def test_transposes_that_move_whole_rows_copy_16_byte_words(shape, perm, rows):
+    rng = np.random.default_rng(60)
+    x = rng.standard_normal(shape).astype(np.float32)
+    want = np.ascontiguousarray(np.transpose(x, perm))
+    out = EmuArray(np.full(want.shape, np.nan, np.float32))
+    (launch,) = run("cuda.transpose_b32", [EmuArray(x)], [out], {"perm": perm})
+    assert launch.name == ("cuda.permute_rows_b32" if rows else "cuda.transpose_b32")
+    assert out.array.tobytes() == want.tobytes()
+
+
+def test_a_broadcast_of_whole_rows_copies_words():
+    rng = np.random.default_rng(61)
+    pos = rng.standard_normal((5, 8)).astype(np.float32)
+    out = EmuArray(np.full((3, 5, 8), np.nan, np.float32))
+    (launch,) = run("cuda.broadcast_to_b32", [EmuArray(pos)], [out], {"shape": (3, 5, 8)})
+    assert launch.name == "cuda.permute_rows_b32"
+    assert out.array.tobytes() == np.broadcast_to(pos, (3, 5, 8)).tobytes()
