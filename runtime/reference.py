@@ -11,13 +11,19 @@ registry names ops by string (plain data), so `reference_for` turns a kernel's o
 name into its function, once, when a program loads.
 
 Arithmetic runs in the operands' dtype, as the kernels do; the gradient checks
-run the same functions in float64.
+run the same functions in float64. The low-precision storage dtypes (float16, and
+bfloat16 through ml_dtypes, the NumPy dtype JAX uses) are storage only, as on the GPU:
+every function of `REFERENCE` reads them as float32, computes in float32 and rounds
+its float results back to the operands' low dtype, to nearest even, once
+(`fp32_inside`). `graph.cast` is the one op that changes a dtype (`cast`).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
+import ml_dtypes
 import numpy as np
 from scipy.special import erf, expit
 from xdsl.context import Context
@@ -29,6 +35,20 @@ from aicfc.dialects.graph import ACTIVATIONS, Activation
 
 Array = np.ndarray
 RefFn = Callable[..., tuple[Array, ...]]
+
+LOW_PRECISION: frozenset[np.dtype] = frozenset({np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)})
+"""Storage dtypes whose arithmetic runs in float32 (see the module docstring)."""
+
+ELEMENT_DTYPES: dict[str, np.dtype] = {
+    "f16": np.dtype(np.float16),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "f32": np.dtype(np.float32),
+    "f64": np.dtype(np.float64),
+    "i1": np.dtype(np.bool_),
+    "i32": np.dtype(np.int32),
+    "i64": np.dtype(np.int64),
+}
+"""The NumPy dtype of each builtin element type's name (as MLIR prints it)."""
 
 _SQRT_HALF = 0.7071067811865476
 _INV_SQRT_2PI = 0.3989422804014327
@@ -72,6 +92,12 @@ def gemm_epilogue(
 
 
 # --- elementwise -------------------------------------------------------------
+
+
+def cast(x: Array, *, dtype: str) -> tuple[Array]:
+    """x converted to `dtype` ("bf16", "f16", "f32", "f64"): NumPy's astype, which
+    rounds a narrowing float cast to nearest even (ml_dtypes for bfloat16)."""
+    return (x.astype(ELEMENT_DTYPES[dtype]),)
 
 
 def bias_add(x: Array, bias: Array) -> tuple[Array]:
@@ -530,7 +556,27 @@ def sgd_step(
 
 # --- the table: op class -> reference ------------------------------------------
 
-REFERENCE: dict[type[Operation], RefFn] = {
+
+def fp32_inside(fn: RefFn) -> RefFn:
+    """`fn` with low-precision operands (LOW_PRECISION) read as float32 and its float32
+    results rounded back to the first such operand's dtype: fp32 math inside, low-precision
+    storage outside, as the GPU kernels compute. Other dtypes pass through unchanged."""
+
+    @functools.wraps(fn)
+    def run(*arrays: Array | None, **params: object) -> tuple[Array, ...]:
+        low = next((a.dtype for a in arrays if a is not None and a.dtype in LOW_PRECISION), None)
+        if low is None:
+            return fn(*arrays, **params)
+        wide = (a.astype(np.float32) if a is not None and a.dtype == low else a for a in arrays)
+        outs = fn(*wide, **params)
+        return tuple(
+            o.astype(low) if np.result_type(o) == np.float32 else np.asarray(o) for o in outs
+        )
+
+    return run
+
+
+_TABLE: dict[type[Operation], RefFn] = {
     g.MatmulOp: matmul,
     g.GemmEpilogueOp: gemm_epilogue,
     g.BiasAddOp: bias_add,
@@ -572,6 +618,11 @@ REFERENCE: dict[type[Operation], RefFn] = {
     ad.ScaledDotProductAttentionGradOp: scaled_dot_product_attention_grad,
     ad.AdamStepOp: adam_step,
     ad.SgdStepOp: sgd_step,
+}
+
+REFERENCE: dict[type[Operation], RefFn] = {
+    g.CastOp: cast,
+    **{cls: fp32_inside(fn) for cls, fn in _TABLE.items()},
 }
 """Reference semantics of every executable op, keyed by op class. graph.constant is data (its
 value attribute) and autodiff.backward must be expanded first; neither is here."""
