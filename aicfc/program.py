@@ -186,6 +186,13 @@ def _contiguous(a: Any, device: bool) -> Any:
     return a.copy() if device else np.ascontiguousarray(a)
 
 
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+"""The values of `aicfc.compile(precision=...)`."""
+
+AUTOCAST_DTYPE = {"bf16": "bf16", "fp16": "fp16"}
+"""The aicfc-autocast dtype of each mixed precision."""
+
+
 class Program:
     """A model compiled for training and inference on one backend.
 
@@ -208,6 +215,11 @@ class Program:
     the kernels that run. tf32: allow TF32 tensor-core GEMMs (about 1e-3 relative
     error); None keeps the backend's setting (`CupyBackend(tf32=...)`, False by
     default: strict fp32). The numpy backend computes in strict fp32 regardless.
+
+    precision: "fp32" (default), "tf32" (fp32 with TF32 products: the same as tf32=True),
+    "bf16" or "fp16": mixed precision, the products in the low dtype with fp32
+    accumulation (aicfc-autocast, docs/passes.md), while the params stay fp32 master
+    weights: `state_dict()` holds fp32 and loads across precisions. `self.precision`.
     """
 
     def __init__(
@@ -220,7 +232,15 @@ class Program:
         tf32: bool | None = None,
         backend_reason: str = "requested",
         cache_dir: str | os.PathLike[str] | bool | None = None,
+        precision: str = "fp32",
     ):
+        if precision not in PRECISIONS:
+            raise ValueError(
+                f"compile: unknown precision {precision!r}; expected one of {', '.join(PRECISIONS)}"
+            )
+        self.precision = precision
+        if precision == "tf32":
+            tf32 = True
         self.model = model
         self.backend_reason = backend_reason
         self.loss = loss
@@ -231,7 +251,9 @@ class Program:
         if tf32 is not None and "tf32" in exec_options:
             exec_options["tf32"] = tf32
         self.tf32 = bool(exec_options.get("tf32", False))
-        self._steps = train_pipeline(backend.name, inplace, exec_options)
+        self._steps = train_pipeline(
+            backend.name, inplace, exec_options, autocast=AUTOCAST_DTYPE.get(precision)
+        )
         self.stages: tuple[str, ...] = stage_names(self._steps)
         folder = cache_folder(cache_dir)
         self.compile_cache: CompileCache | None = CompileCache(folder) if folder else None

@@ -42,6 +42,7 @@ print(json.dumps({
 
 AICFC_PASSES = [
     "aicfc-analyze",
+    "aicfc-autocast",
     "aicfc-expand-backward",
     "aicfc-fold-constants",
     "aicfc-fold-inplace",
