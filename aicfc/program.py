@@ -47,12 +47,13 @@ from aicfc.builder import LABEL_DTYPE, build_predict, build_train_step, initial_
 from aicfc.compile_cache import CompileCache, cache_folder, cache_key, file_digest
 from aicfc.context import make_context
 from aicfc.dialects import exec as ex
-from aicfc.dialects.autodiff import BackwardOp
+from aicfc.dialects.autodiff import BackwardOp, UpdateScaleOp
 from aicfc.dialects.roles import arg_name
 from aicfc.ir import print_module
 from aicfc.nn import InputSpec, Module, ShapeError
 from aicfc.optim import Optimizer
 from aicfc.passes.aicfc_expand_backward import unused_wrt
+from aicfc.passes.aicfc_loss_scale import GROWTH_TRACKER, SCALE
 from aicfc.passes.pipelines import GRAPH_STAGE, run_steps, stage_names, train_pipeline
 from aicfc.runtime.backend import Backend, Executable
 from aicfc.runtime.errors import InputError
@@ -193,6 +194,13 @@ AUTOCAST_DTYPE = {"bf16": "bf16", "fp16": "fp16"}
 """The aicfc-autocast dtype of each mixed precision."""
 
 
+def loss_scale_state() -> dict[str, np.ndarray]:
+    """The first values of fp16's dynamic loss-scaling state (torch GradScaler's init_scale
+    2^16 and a growth tracker at 0), by their state-dict names."""
+    init = UpdateScaleOp.DEFAULTS["init_scale"]
+    return {SCALE: np.asarray(init, np.float32), GROWTH_TRACKER: np.asarray(0.0, np.float32)}
+
+
 class Program:
     """A model compiled for training and inference on one backend.
 
@@ -219,7 +227,10 @@ class Program:
     precision: "fp32" (default), "tf32" (fp32 with TF32 products: the same as tf32=True),
     "bf16" or "fp16": mixed precision, the products in the low dtype with fp32
     accumulation (aicfc-autocast, docs/passes.md), while the params stay fp32 master
-    weights: `state_dict()` holds fp32 and loads across precisions. `self.precision`.
+    weights: `state_dict()` holds fp32 and loads across precisions. fp16 adds dynamic loss
+    scaling (aicfc-loss-scale: torch GradScaler's semantics on the device) and its state
+    `amp.scale`, `amp.growth_tracker` (a checkpoint without them loads with strict=False
+    and keeps the current scale). `self.precision`.
     """
 
     def __init__(
@@ -273,6 +284,8 @@ class Program:
         self.param_names: tuple[str, ...] = tuple(params)
         self.store: BufferStore = backend.create_store()
         init = initial_values(model, optimizer)
+        if precision == "fp16":  # aicfc-loss-scale's state, GradScaler's initial values
+            init.update(loss_scale_state())
         for name, value in init.items():
             role = "param" if name in params else "state"
             self.store.declare(name, value.shape, value.dtype, role)

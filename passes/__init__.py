@@ -24,6 +24,7 @@ PASS_CLASSES: dict[str, str] = {
     "aicfc-fold-linear": "AicfcFoldLinearPass",
     "aicfc-fold-constants": "AicfcFoldConstantsPass",
     "aicfc-autocast": "AicfcAutocastPass",
+    "aicfc-loss-scale": "AicfcLossScalePass",
 }
 """Registered passes: name -> class name in `aicfc.passes.<name with underscores>`."""
 

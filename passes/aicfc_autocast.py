@@ -55,6 +55,9 @@ from aicfc.dialects.tensors import is_float, itemsize, tensor
 LOW_DTYPES: dict[str, Attribute] = {"bf16": BFloat16Type(), "fp16": Float16Type()}
 """The values of the dtype option and their element types."""
 
+PIPELINE_PRECISIONS = ("fp32", *LOW_DTYPES)
+"""The precisions of aicfc-train-pipeline's option (fp32: no autocast step)."""
+
 
 class Policy(enum.Enum):
     """What dtype an op computes in under autocast (see the module docstring)."""

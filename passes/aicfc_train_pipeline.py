@@ -22,6 +22,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from aicfc.passes.aicfc_autocast import PIPELINE_PRECISIONS
 from aicfc.passes.pipelines import run_steps, train_pipeline
 
 
@@ -57,7 +58,3 @@ class AicfcTrainPipelinePass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         low = None if self.precision == "fp32" else self.precision
         run_steps(ctx, op, train_pipeline(self.backend, self.inplace, autocast=low))
-
-
-PIPELINE_PRECISIONS = ("fp32", "bf16", "fp16")
-"""The values of the precision option."""

@@ -91,7 +91,7 @@ def _autocast_dtypes() -> tuple[str, ...]:
 
 
 def _pipeline_precisions() -> tuple[str, ...]:
-    from aicfc.passes.aicfc_train_pipeline import PIPELINE_PRECISIONS
+    from aicfc.passes.aicfc_autocast import PIPELINE_PRECISIONS
 
     return PIPELINE_PRECISIONS
 

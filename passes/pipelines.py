@@ -8,7 +8,8 @@ stage "graph".
     graph          the train step / predict as built (forward, loss, autodiff.backward, optimizer)
     fused          aicfc-fuse: gemm -> bias_add -> act becomes graph.gemm_epilogue
     autocast       aicfc-autocast{dtype=...}, only for a bf16/fp16 precision: the casts of
-                   mixed precision (products in the low dtype, float32 masters and losses)
+                   mixed precision (products in the low dtype, float32 masters and losses);
+                   for fp16 also aicfc-loss-scale (dynamic loss scaling on the device)
     backward       aicfc-expand-backward: autodiff.backward replaced by VJP ops
     fused-backward aicfc-fuse again: act_grad + bias-grad reduce become autodiff.epilogue_grad
     canonical      xDSL's canonicalize, aicfc-fold-constants and cse (constants folded,
@@ -77,6 +78,8 @@ def train_pipeline(
         [f"backend={family}"] + [f"{k}={_option(v)}" for k, v in (exec_options or {}).items()]
     )
     low = (Step("autocast", f"aicfc-autocast{{dtype={autocast}}}"),) if autocast else ()
+    if autocast == "fp16":  # fp16 flushes small gradients to zero: scale the loss
+        low = (Step("autocast", f"aicfc-autocast{{dtype={autocast}}},aicfc-loss-scale"),)
     return (
         Step("fused", "aicfc-fuse"),
         *low,

@@ -96,8 +96,10 @@ def gemm_epilogue(
 
 def cast(x: Array, *, dtype: str) -> tuple[Array]:
     """x converted to `dtype` ("bf16", "f16", "f32", "f64"): NumPy's astype, which
-    rounds a narrowing float cast to nearest even (ml_dtypes for bfloat16)."""
-    return (x.astype(ELEMENT_DTYPES[dtype]),)
+    rounds a narrowing float cast to nearest even (ml_dtypes for bfloat16); past the
+    target's range it is inf, as on the GPU (fp16 above 65504: loss scaling relies on it)."""
+    with np.errstate(over="ignore"):
+        return (x.astype(ELEMENT_DTYPES[dtype]),)
 
 
 def bias_add(x: Array, bias: Array) -> tuple[Array]:
@@ -554,6 +556,41 @@ def sgd_step(
     return param - dt(lr) * step, buf
 
 
+# --- dynamic loss scaling (torch.amp.GradScaler) --------------------------------
+
+
+def unscale_grad(grad: Array, scale: Array) -> tuple[Array, Array]:
+    """(grad * (1 / scale), 1.0 if any element of grad is not finite else 0.0)."""
+    inv = np.float32(1.0) / np.float32(scale)
+    found = np.asarray(0.0 if np.isfinite(grad).all() else 1.0, np.float32)
+    return grad * inv.astype(grad.dtype), found
+
+
+def amp_select(found_inf: Array, updated: Array, previous: Array) -> tuple[Array]:
+    return ((previous if float(found_inf) != 0.0 else updated).copy(),)
+
+
+def update_scale(
+    scale: Array,
+    growth_tracker: Array,
+    found_inf: Array,
+    *,
+    growth_factor: float = 2.0,
+    backoff_factor: float = 0.5,
+    growth_interval: int = 2000,
+) -> tuple[Array, Array]:
+    """torch._amp_update_scale_: back off on an overflow, grow after growth_interval good
+    steps in a row."""
+    s, t = np.float32(scale), np.float32(growth_tracker)
+    if float(found_inf) != 0.0:
+        s, t = s * np.float32(backoff_factor), np.float32(0.0)
+    else:
+        t = t + np.float32(1.0)
+        if t >= growth_interval:
+            s, t = s * np.float32(growth_factor), np.float32(0.0)
+    return np.asarray(s, np.float32), np.asarray(t, np.float32)
+
+
 # --- the table: op class -> reference ------------------------------------------
 
 
@@ -569,9 +606,10 @@ def fp32_inside(fn: RefFn) -> RefFn:
             return fn(*arrays, **params)
         wide = (a.astype(np.float32) if a is not None and a.dtype == low else a for a in arrays)
         outs = fn(*wide, **params)
-        return tuple(
-            o.astype(low) if np.result_type(o) == np.float32 else np.asarray(o) for o in outs
-        )
+        with np.errstate(over="ignore"):  # past fp16's range is inf, as on the GPU
+            return tuple(
+                o.astype(low) if np.result_type(o) == np.float32 else np.asarray(o) for o in outs
+            )
 
     return run
 
@@ -618,6 +656,9 @@ _TABLE: dict[type[Operation], RefFn] = {
     ad.ScaledDotProductAttentionGradOp: scaled_dot_product_attention_grad,
     ad.AdamStepOp: adam_step,
     ad.SgdStepOp: sgd_step,
+    ad.UnscaleGradOp: unscale_grad,
+    ad.AmpSelectOp: amp_select,
+    ad.UpdateScaleOp: update_scale,
 }
 
 REFERENCE: dict[type[Operation], RefFn] = {

@@ -250,6 +250,9 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ),
     ("autodiff.adam_step", _FLOATS, Constraints()),
     ("autodiff.sgd_step", _FLOATS, Constraints()),
+    ("autodiff.unscale_grad", _FLOATS, Constraints()),
+    ("autodiff.amp_select", _NUMBERS, Constraints()),
+    ("autodiff.update_scale", ("f32",), Constraints()),
     ("exec.copy", (*_NUMBERS, "i1"), Constraints()),
 )
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from xdsl.ir import Dialect
 
+from aicfc.dialects.autodiff.amp import AmpSelectOp, UnscaleGradOp, UpdateScaleOp
 from aicfc.dialects.autodiff.attention_grad import ScaledDotProductAttentionGradOp
 from aicfc.dialects.autodiff.backward import BackwardOp
 from aicfc.dialects.autodiff.grads import (
@@ -49,6 +50,7 @@ from aicfc.dialects.graph.activations import __all__ as ACTIVATION_NAMES
 
 __all__ = [
     "AdamStepOp",
+    "AmpSelectOp",
     "Autodiff",
     "BackwardOp",
     "CrossEntropyGradOp",
@@ -61,6 +63,8 @@ __all__ = [
     "ScaledDotProductAttentionGradOp",
     "SgdStepOp",
     "SoftmaxGradOp",
+    "UnscaleGradOp",
+    "UpdateScaleOp",
     *ACTIVATION_NAMES,
 ]
 
@@ -80,6 +84,9 @@ Autodiff = Dialect(
         ScaledDotProductAttentionGradOp,
         AdamStepOp,
         SgdStepOp,
+        UnscaleGradOp,
+        AmpSelectOp,
+        UpdateScaleOp,
     ],
     [],
 )

@@ -17,9 +17,10 @@ STEP = (ROOT / "test/passes/aicfc-train-pipeline.mlir").read_text()
 CASES = [
     (
         "aicfc-fsue",
-        "unknown pass 'aicfc-fsue'; did you mean 'aicfc-fuse'? available: aicfc-analyze, aicfc-autocast, "
-        "aicfc-expand-backward, aicfc-fold-constants, aicfc-fold-inplace, aicfc-fold-linear, "
-        "aicfc-fuse, aicfc-lower-exec, aicfc-plan-memory, aicfc-train-pipeline and xDSL's "
+        "unknown pass 'aicfc-fsue'; did you mean 'aicfc-fuse'? available: aicfc-analyze, "
+        "aicfc-autocast, aicfc-expand-backward, aicfc-fold-constants, aicfc-fold-inplace, "
+        "aicfc-fold-linear, aicfc-fuse, aicfc-loss-scale, aicfc-lower-exec, aicfc-plan-memory, "
+        "aicfc-train-pipeline and xDSL's "
         "(canonicalize, cse, dce); see docs/passes.md",
     ),
     (

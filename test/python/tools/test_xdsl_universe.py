@@ -48,6 +48,7 @@ AICFC_PASSES = [
     "aicfc-fold-inplace",
     "aicfc-fold-linear",
     "aicfc-fuse",
+    "aicfc-loss-scale",
     "aicfc-lower-exec",
     "aicfc-plan-memory",
     "aicfc-train-pipeline",
