@@ -15,7 +15,9 @@ run the same functions in float64. The low-precision storage dtypes (float16, an
 bfloat16 through ml_dtypes, the NumPy dtype JAX uses) are storage only, as on the GPU:
 every function of `REFERENCE` reads them as float32, computes in float32 and rounds
 its float results back to the operands' low dtype, to nearest even, once
-(`fp32_inside`). `graph.cast` is the one op that changes a dtype (`cast`).
+(`fp32_inside`; the module's functions themselves, called directly, compute in the
+operands' dtype: go through REFERENCE for the meaning of an op on bf16/f16).
+`graph.cast` is the one op that changes a dtype (`cast`).
 """
 
 from __future__ import annotations

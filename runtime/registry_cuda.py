@@ -151,12 +151,17 @@ _GEMMS = (
     )
 )
 
+CUBLASLT_LOW_PRECISION = ("bf16", "f16")
+"""Storage dtypes of the cuBLASLt entries besides f32: operands, bias and result in the
+dtype, fp32 accumulation and epilogue (CUBLAS_COMPUTE_32F), the tensor cores' bf16/f16
+products (runtime/cuda/cublaslt.py)."""
+
 _CUBLASLT = tuple(
     KernelSpec(
         name=f"cuda.{_short(op)}_cublaslt_{prec}",
         op=op,
         family="cuda",
-        dtypes=F32,
+        dtypes=(prec,) if prec in CUBLASLT_LOW_PRECISION else F32,
         constraints=Constraints(
             activations=("none", *CUBLASLT_ACTIVATIONS),
             min_arch=80 if prec == "tf32" else 0,
@@ -165,12 +170,13 @@ _CUBLASLT = tuple(
         ),
         flags=frozenset({"library", "cublaslt"})
         | (frozenset({"tensor_core", "tf32"}) if prec == "tf32" else frozenset())
+        | (frozenset({"tensor_core"}) if prec in CUBLASLT_LOW_PRECISION else frozenset())
         | op_flags,
         launcher="cublaslt:launch_cublaslt",
         priority=10,
     )
     for op, op_flags in _GEMM_FLAGS
-    for prec in ("f32", "tf32")
+    for prec in ("f32", "tf32", *CUBLASLT_LOW_PRECISION)
 )
 
 
@@ -248,6 +254,21 @@ _ELEMENTWISE = (
         for name, op in names
     ]
 )
+
+_CASTS = [
+    _k(
+        f"cast_{src}_{dst}",
+        "graph.cast",
+        "cast.cu",
+        f"aicfc_cast_{src}_{dst}",
+        _N,
+        (dst,),
+        Constraints(operand_dtypes=((0, (src,)),)),
+        launcher="launch_cast",
+    )
+    for src, dst in (("f32", "bf16"), ("bf16", "f32"), ("f32", "f16"), ("f16", "f32"))
+]
+"""graph.cast between f32 and bf16/f16 (kernels/cast.cu: round to nearest even)."""
 
 ACTIVATION_KERNELS: dict[str, str] = {
     "none": "cuda.copy",
@@ -406,24 +427,30 @@ _LOSSES = (
 )
 
 _REDUCTIONS = [
-    _k(
-        "epilogue_grad_f32",
-        "autodiff.epilogue_grad",
-        "reduce.cu",
-        "aicfc_epilogue_grad_f32",
-        (("M", "int32_t"), ("N", "int32_t"), ("act", "int32_t")),
-        flags=("fused",),
-        constraints=Constraints(activations=EPILOGUE_ACTIVATIONS),
-        launcher="launch_epilogue_grad",
-    ),
-    _k(
-        "reduce_sum_f32",
-        "graph.reduce_sum",
-        "reduce.cu",
-        "aicfc_reduce_sum_f32",
-        (("outer", "int64_t"), ("R", "int64_t"), ("inner", "int64_t")),
-        launcher="launch_reduce_sum",
-    ),
+    spec
+    for dt in ("f32", "bf16", "f16")  # one template on the storage type (kernels/reduce.cu)
+    for spec in (
+        _k(
+            f"epilogue_grad_{dt}",
+            "autodiff.epilogue_grad",
+            "reduce.cu",
+            f"aicfc_epilogue_grad_{dt}",
+            (("M", "int32_t"), ("N", "int32_t"), ("act", "int32_t")),
+            (dt,),
+            flags=("fused",),
+            constraints=Constraints(activations=EPILOGUE_ACTIVATIONS),
+            launcher="launch_epilogue_grad",
+        ),
+        _k(
+            f"reduce_sum_{dt}",
+            "graph.reduce_sum",
+            "reduce.cu",
+            f"aicfc_reduce_sum_{dt}",
+            (("outer", "int64_t"), ("R", "int64_t"), ("inner", "int64_t")),
+            (dt,),
+            launcher="launch_reduce_sum",
+        ),
+    )
 ]
 
 _DROPOUT_ABI = (("p", "double"), ("seed", "int64_t"), ("n", "int64_t"))
@@ -644,6 +671,7 @@ KERNELS: tuple[KernelSpec, ...] = (
     *_GEMMS,
     *_CUBLASLT,
     *_ELEMENTWISE,
+    *_CASTS,
     *_LAYOUT,
     *_LOSSES,
     *_REDUCTIONS,

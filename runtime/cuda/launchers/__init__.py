@@ -6,6 +6,7 @@
     gemm_small.py   gemm_small.cu: skinny and split-K GEMMs
     cublaslt.py     the cuBLASLt entries (flag "library")
     elementwise.py  elementwise.cu: arithmetic, activations, bias_add, copy, permute
+    cast.py         cast.cu: graph.cast between f32 and bf16/f16
     loss.py         loss.cu: cross-entropy, softmax, MSE
     reduce.py       reduce.cu: epilogue_grad, reduce_sum
     dropout.py      dropout.cu

@@ -188,6 +188,7 @@ CASES: dict[str, tuple[list[Any], list[Any], dict[str, Any]]] = {
     "graph.concat": ([f(2, 5, 48)] * 3, [f(2, 5, 144)], {"axis": -1}),
     "graph.scale": ([f(8, 6)], [f(8, 6)], {"factor": 0.125}),
     "graph.causal_mask": ([f(2, 8, 6)], [f(2, 8, 6)], {}),
+    "graph.cast": ([f(8, 6)], [f(8, 6)], {}),
 }
 LAUNCHES = {
     "autodiff.layer_norm_grad": 2,

@@ -1,0 +1,128 @@
+"""kernels/cast.cu on the CPU emulator (cuda_emu.h's bf16/f16 words), behind its launcher:
+every cast is bitwise reference.cast (ml_dtypes / NumPy astype: round to nearest even),
+on fresh random values plus exact ties, signed zeros, inf, NaN and fp16's overflow."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from aicfc.dialects import autodiff as ad
+from aicfc.dialects import graph as g
+from aicfc.runtime import reference, registry
+from aicfc.runtime.cuda import abi as cuda_abi
+from aicfc.runtime.cuda.launch import launches_for
+from gpu import cuda_emu
+from gpu.cuda_emu import EmuArray, EmuContext, EmuFunction, NullStream
+
+REASON = cuda_emu.unavailable_reason()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
+
+DTYPES = {"f32": np.float32, "bf16": ml_dtypes.bfloat16, "f16": np.float16}
+
+
+@pytest.fixture(autouse=True)
+def emulated(monkeypatch):
+    monkeypatch.setattr(
+        cuda_abi, "get_function", lambda spec: EmuFunction(cuda_emu.build(spec.source), spec.symbol)
+    )
+
+
+def values(rng: np.random.Generator) -> np.ndarray:
+    x = (rng.standard_normal(997) * 50).astype(np.float32)
+    special = np.array(
+        [
+            1 + 2**-8,
+            1 + 3 * 2**-8,
+            -(1 + 2**-8),
+            0.0,
+            -0.0,
+            np.inf,
+            -np.inf,
+            np.nan,
+            70000.0,
+            65504.0,
+            65520.0,
+            1e-30,
+            3.0e38,
+        ],
+        np.float32,
+    )  # bf16 ties both ways, f16: max, the tie above max (-> inf), overflow, underflow
+    return np.concatenate([x, special])
+
+
+@pytest.mark.parametrize(
+    ("src", "dst"), [("f32", "bf16"), ("f32", "f16"), ("bf16", "f32"), ("f16", "f32")]
+)
+def test_cast_kernels_are_bitwise_the_reference(src: str, dst: str) -> None:
+    rng = np.random.default_rng(5)
+    with np.errstate(over="ignore"):
+        x = values(rng).astype(DTYPES[src])
+    (want,) = reference.cast(x, dtype=dst)
+    out = EmuArray(np.full(x.shape, np.nan, np.float32).astype(DTYPES[dst]))
+    spec = registry.get(f"cuda.cast_{src}_{dst}")
+    for launch in launches_for(spec, [EmuArray(x)], [out], {"dtype": dst}, EmuContext()):
+        launch(NullStream())
+    got, ref = (
+        out.array.view(np.uint16 if dst != "f32" else np.uint32),
+        want.view(np.uint16 if dst != "f32" else np.uint32),
+    )
+    nan = np.isnan(want.astype(np.float32))
+    np.testing.assert_array_equal(got[~nan], ref[~nan])
+    assert np.isnan(out.array[nan].astype(np.float32)).all()
+
+
+def run(kernel: str, ins: list[np.ndarray], outs: list[EmuArray], params: dict) -> None:
+    spec = registry.get(kernel)
+    for launch in launches_for(spec, [EmuArray(a) for a in ins], outs, params, EmuContext()):
+        launch(NullStream())
+
+
+def poisoned(shape: tuple[int, ...], dt: str) -> EmuArray:
+    return EmuArray(np.full(shape, np.nan, np.float32).astype(DTYPES[dt]))
+
+
+def norm_err(got: np.ndarray, want: np.ndarray) -> float:
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    return float(np.linalg.norm(g - w) / np.linalg.norm(w))
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+@pytest.mark.parametrize("act", ["relu", "gelu"])
+def test_low_precision_epilogue_grad_computes_in_fp32_and_rounds_once(dt: str, act: str) -> None:
+    rng = np.random.default_rng(9)
+    m, n = 70, 45
+    dy = rng.standard_normal((m, n)).astype(DTYPES[dt])
+    saved = rng.standard_normal((m, n)).astype(DTYPES[dt])
+    dz, db = poisoned((m, n), dt), poisoned((n,), dt)
+    run(f"cuda.epilogue_grad_{dt}", [dy, saved], [dz, db], {"act": act})
+    want_dz, want_db = reference.REFERENCE[ad.EpilogueGradOp](dy, saved, act=act)
+    unit = {"bf16": 2.0**-8, "f16": 2.0**-11}[dt]
+    # dZ is elementwise, fp32 math and one rounding: relu's is bitwise the reference; gelu's
+    # erf/exp in C and in NumPy differ in the last fp32 bits, which can tip one rounding
+    if act == "relu":
+        np.testing.assert_array_equal(dz.array.view(np.uint16), want_dz.view(np.uint16))
+    else:
+        got, want = dz.array.astype(np.float64), want_dz.astype(np.float64)
+        assert (np.abs(got - want) <= 2 * unit * np.abs(want) + 1e-30).all()
+    # dbias sums fp32 dZ in another order, then rounds once: within one rounding (2^-8 for
+    # bf16, 2^-11 for f16) of the float64 sum of the same fp32 dZ
+    exact = reference.epilogue_grad(dy.astype(np.float64), saved.astype(np.float64), act=act)[1]
+    assert norm_err(db.array, exact) <= unit
+    assert norm_err(want_db, exact) <= unit
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+@pytest.mark.parametrize(
+    ("shape", "axes"), [((64, 37), (0,)), ((3, 50, 8), (1,)), ((6, 300), (1,))]
+)
+def test_low_precision_reduce_sum(dt: str, shape: tuple[int, ...], axes: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(shape).astype(DTYPES[dt])
+    (want,) = reference.REFERENCE[g.ReduceSumOp](x, axes=axes)
+    out = poisoned(want.shape, dt)
+    run(f"cuda.reduce_sum_{dt}", [x], [out], {"axes": axes})
+    exact = x.astype(np.float64).sum(axis=axes)
+    unit = {"bf16": 2.0**-8, "f16": 2.0**-11}[dt]
+    assert norm_err(out.array, exact) <= unit
