@@ -151,6 +151,7 @@ _GEMMS = (
     )
 )
 
+_CUBLASLT_ACTS = ("none", *CUBLASLT_ACTIVATIONS)
 CUBLASLT_LOW_PRECISION = ("bf16", "f16")
 """Storage dtypes of the cuBLASLt entries besides f32: operands, bias and result in the
 dtype, fp32 accumulation and epilogue (CUBLAS_COMPUTE_32F), the tensor cores' bf16/f16
@@ -163,7 +164,12 @@ _CUBLASLT = tuple(
         family="cuda",
         dtypes=(prec,) if prec in CUBLASLT_LOW_PRECISION else F32,
         constraints=Constraints(
-            activations=("none", *CUBLASLT_ACTIVATIONS),
+            # low precision: an activation without a cuBLASLt epilogue (exact GELU) runs as
+            # our kernel after the GEMM + bias (only cuBLASLt does bf16/f16 products here)
+            activations=(
+                "none",
+                *(_ACTS[1:] if prec in CUBLASLT_LOW_PRECISION else CUBLASLT_ACTIVATIONS),
+            ),
             min_arch=80 if prec == "tf32" else 0,
             requires=("cublaslt", "tf32") if prec == "tf32" else ("cublaslt",),
             gemm_batch=0,
@@ -209,6 +215,9 @@ def _k(
 _N = (("n", "int64_t"),)
 _INPLACE = ("inplace_ok",)
 
+_LOW = ("bf16", "f16")
+"""The low-precision storage dtypes of the elementwise kernels (fp32 math inside)."""
+
 _ELEMENTWISE = (
     [
         _k(
@@ -222,28 +231,32 @@ _ELEMENTWISE = (
             launcher="launch_elementwise",
         )
         for op in ("add", "sub", "mul")
-        for dt in ("f32", "i32", "i64")
+        for dt in ("f32", "i32", "i64", *_LOW)
     ]
     + [
         _k(
-            "bias_add_f32",
+            f"bias_add_{dt}",
             "graph.bias_add",
             "elementwise.cu",
-            "aicfc_bias_add_f32",
+            f"aicfc_bias_add_{dt}",
             (("n", "int64_t"), ("C", "int64_t")),
+            (dt,),
             flags=_INPLACE,
             launcher="launch_bias_add",
-        ),
+        )
+        for dt in ("f32", *_LOW)
     ]
     + [
-        # aicfc_<act>_f32 (x, out, n) and aicfc_<act>_grad_f32 (dy, saved, dx, n), one pair
-        # per activation (kernels/elementwise.cu instantiates them from kernels/common.cuh)
+        # aicfc_<act>_<dt> (x, out, n) and aicfc_<act>_grad_<dt> (dy, saved, dx, n), one pair
+        # per activation and dtype (kernels/elementwise.cu instantiates them from
+        # kernels/common.cuh)
         _k(
-            f"{name}_f32",
+            f"{name}_{dt}",
             op,
             "elementwise.cu",
-            f"aicfc_{name}_f32",
+            f"aicfc_{name}_{dt}",
             _N,
+            (dt,),
             flags=_INPLACE,
             launcher="launch_elementwise",
         )
@@ -252,6 +265,7 @@ _ELEMENTWISE = (
             [(f"{f.name}_grad", f.grad_op) for f in ACTIVATION_FACTS],
         )
         for name, op in names
+        for dt in ("f32", *_LOW)
     ]
 )
 
@@ -274,9 +288,18 @@ ACTIVATION_KERNELS: dict[str, str] = {
     "none": "cuda.copy",
     **{f.name: f"cuda.{f.name}_f32" for f in ACTIVATION_FACTS},
 }
-"""Activation -> the kernel that writes Y = act(Z) from Z (a copy for none)."""
+"""Activation -> the kernel that writes Y = act(Z) from Z (a copy for none), f32."""
 
-_ANY = ("f16", "f32", "f64", "i1", "i32", "i64")
+
+def activation_kernel(act: str, dtype: str) -> str:
+    """The kernel that writes Y = act(Z) from Z in `dtype` ("f32", "bf16", "f16")."""
+    name = ACTIVATION_KERNELS[act]
+    return name if act == "none" else f"{name.removesuffix('_f32')}_{dtype}"
+
+
+_ANY = ("f16", "bf16", "f32", "f64", "i1", "i32", "i64")
+_B16 = ("bf16", "f16")
+"""The 2-byte dtypes: the layout kernels move their bits (aicfc_*_b16)."""
 _PERMUTE_ABI = (("meta", "uint64_t"), ("rank", "int32_t"), ("n", "int64_t"))
 
 _LAYOUT = [
@@ -309,6 +332,15 @@ _LAYOUT = [
         launcher="launch_transpose",
     ),
     _k(
+        "transpose_b16",
+        "graph.transpose",
+        "elementwise.cu",
+        "aicfc_permute_b16",
+        _PERMUTE_ABI,
+        _B16,
+        launcher="launch_transpose",
+    ),
+    _k(
         "transpose_b64",
         "graph.transpose",
         "elementwise.cu",
@@ -334,6 +366,15 @@ _LAYOUT = [
         "aicfc_permute_b32",
         _PERMUTE_ABI,
         ("f32", "i32"),
+        launcher="launch_broadcast_to",
+    ),
+    _k(
+        "broadcast_to_b16",
+        "graph.broadcast_to",
+        "elementwise.cu",
+        "aicfc_permute_b16",
+        _PERMUTE_ABI,
+        _B16,
         launcher="launch_broadcast_to",
     ),
     _k(
@@ -475,25 +516,20 @@ _SGD_ABI = (
 )
 
 _RANDOM_AND_OPTIM = [
-    _k(
-        "dropout_f32",
-        "graph.dropout",
-        "dropout.cu",
-        "aicfc_dropout_f32",
-        _DROPOUT_ABI,
-        constraints=Constraints(operand_dtypes=_I64_OFFSET),
-        flags=_INPLACE,
-        launcher="launch_dropout",
-    ),
-    _k(
-        "dropout_grad_f32",
-        "autodiff.dropout_grad",
-        "dropout.cu",
-        "aicfc_dropout_f32",
-        _DROPOUT_ABI,
-        constraints=Constraints(operand_dtypes=_I64_OFFSET),
-        flags=_INPLACE,
-        launcher="launch_dropout",
+    *(
+        _k(
+            f"{name}_{dt}",
+            op,
+            "dropout.cu",
+            f"aicfc_dropout_{dt}",
+            _DROPOUT_ABI,
+            (dt,),
+            constraints=Constraints(operand_dtypes=_I64_OFFSET),
+            flags=_INPLACE,
+            launcher="launch_dropout",
+        )
+        for dt in ("f32", "bf16", "f16")  # one template on the storage type
+        for name, op in (("dropout", "graph.dropout"), ("dropout_grad", "autodiff.dropout_grad"))
     ),
     _k(
         "adam_step_multi_tensor_f32",
@@ -654,10 +690,14 @@ _MANY_CLASSES = [
 _LAYOUT_OPS = [
     _k("split_b32", "graph.split", "elementwise.cu", "aicfc_strided_copy_b32", _STRIDED_ABI,
        ("f32", "i32"), launcher="launch_split"),
+    _k("split_b16", "graph.split", "elementwise.cu", "aicfc_strided_copy_b16", _STRIDED_ABI,
+       _B16, launcher="launch_split"),
     _k("split_b64", "graph.split", "elementwise.cu", "aicfc_strided_copy_b64", _STRIDED_ABI,
        ("f64", "i64"), launcher="launch_split"),
     _k("concat_b32", "graph.concat", "elementwise.cu", "aicfc_strided_copy_b32", _STRIDED_ABI,
        ("f32", "i32"), launcher="launch_concat"),
+    _k("concat_b16", "graph.concat", "elementwise.cu", "aicfc_strided_copy_b16", _STRIDED_ABI,
+       _B16, launcher="launch_concat"),
     _k("concat_b64", "graph.concat", "elementwise.cu", "aicfc_strided_copy_b64", _STRIDED_ABI,
        ("f64", "i64"), launcher="launch_concat"),
     _k("scale_f32", "graph.scale", "elementwise.cu", "aicfc_scale_f32",

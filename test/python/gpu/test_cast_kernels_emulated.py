@@ -126,3 +126,59 @@ def test_low_precision_reduce_sum(dt: str, shape: tuple[int, ...], axes: tuple[i
     exact = x.astype(np.float64).sum(axis=axes)
     unit = {"bf16": 2.0**-8, "f16": 2.0**-11}[dt]
     assert norm_err(out.array, exact) <= unit
+
+
+def within_one_rounding(got: np.ndarray, want: np.ndarray, dt: str) -> bool:
+    """|got - want| <= 2 units of roundoff of `dt` relative to want, elementwise: the C and
+    NumPy transcendental functions differ in their last fp32 bits, which can tip a rounding."""
+    unit = {"bf16": 2.0**-8, "f16": 2.0**-11}[dt]
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    return bool((np.abs(g - w) <= 2 * unit * np.abs(w) + 1e-6).all())
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+def test_low_precision_elementwise_kernels_are_the_reference(dt: str) -> None:
+    rng = np.random.default_rng(13)
+    n, c = 1000, 40
+    a = (rng.standard_normal(n) * 3).astype(DTYPES[dt])
+    b = (rng.standard_normal(n) * 3).astype(DTYPES[dt])
+    bias = rng.standard_normal(c).astype(DTYPES[dt])
+    cases = [
+        ("add", [a, b], {}, g.AddOp, True),
+        ("mul", [a, b], {}, g.MulOp, True),
+        ("relu", [a], {}, g.ReluOp, True),
+        ("relu_grad", [a, b], {}, ad.ReluGradOp, True),
+        ("gelu", [a], {}, g.GeluOp, False),
+        ("gelu_grad", [a, b], {}, ad.GeluGradOp, False),
+    ]
+    for name, ins, params, op, bitwise in cases:
+        out = poisoned((n,), dt)
+        run(f"cuda.{name}_{dt}", ins, [out], params)
+        (want,) = reference.REFERENCE[op](*ins, **params)
+        if bitwise:
+            np.testing.assert_array_equal(out.array.view(np.uint16), want.view(np.uint16), name)
+        else:
+            assert within_one_rounding(out.array, want, dt), name
+    x = a.reshape(25, c)
+    out = poisoned((25, c), dt)
+    run(f"cuda.bias_add_{dt}", [x, bias], [out], {})
+    (want,) = reference.REFERENCE[g.BiasAddOp](x, bias)
+    np.testing.assert_array_equal(out.array.view(np.uint16), want.view(np.uint16))
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+def test_low_precision_dropout_and_layouts_move_the_reference_bits(dt: str) -> None:
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal((2, 6, 12)).astype(DTYPES[dt])
+    offset = np.asarray(5, np.int64)
+    out = poisoned(x.shape, dt)
+    run(f"cuda.dropout_{dt}", [x, offset], [out], {"p": 0.25, "seed": 3})
+    (want,) = reference.REFERENCE[g.DropoutOp](x, offset, p=0.25, seed=3)
+    np.testing.assert_array_equal(out.array.view(np.uint16), want.view(np.uint16))
+    out = poisoned((12, 2, 6), dt)
+    run("cuda.transpose_b16", [x], [out], {"perm": (2, 0, 1)})
+    np.testing.assert_array_equal(out.array.view(np.uint16), x.transpose(2, 0, 1).view(np.uint16))
+    parts = [poisoned((2, 6, 4), dt) for _ in range(3)]
+    run("cuda.split_b16", [x], parts, {"axis": 2, "sizes": (4, 4, 4)})
+    for k, part in enumerate(parts):
+        np.testing.assert_array_equal(part.array, x[..., 4 * k : 4 * k + 4])
