@@ -284,6 +284,19 @@ _CASTS = [
 ]
 """graph.cast between f32 and bf16/f16 (kernels/cast.cu: round to nearest even)."""
 
+_AMP = [
+    _k("unscale_grad_f32", "autodiff.unscale_grad", "amp.cu", "aicfc_unscale_grad_f32", _N,
+       launcher="launch_unscale_grad"),
+    _k("amp_clear_f32", "autodiff.unscale_grad", "amp.cu", "aicfc_amp_clear_f32", (),
+       flags=("auxiliary",), launcher="launch_unscale_grad"),
+    _k("amp_select_f32", "autodiff.amp_select", "amp.cu", "aicfc_amp_select_f32", _N,
+       launcher="launch_amp_select"),
+    _k("update_scale_f32", "autodiff.update_scale", "amp.cu", "aicfc_update_scale_f32",
+       (("growth", "float"), ("backoff", "float"), ("interval", "int64_t")),
+       launcher="launch_update_scale"),
+]  # fmt: skip
+"""fp16's dynamic loss scaling (kernels/amp.cu, torch GradScaler's semantics)."""
+
 ACTIVATION_KERNELS: dict[str, str] = {
     "none": "cuda.copy",
     **{f.name: f"cuda.{f.name}_f32" for f in ACTIVATION_FACTS},
@@ -712,6 +725,7 @@ KERNELS: tuple[KernelSpec, ...] = (
     *_CUBLASLT,
     *_ELEMENTWISE,
     *_CASTS,
+    *_AMP,
     *_LAYOUT,
     *_LOSSES,
     *_REDUCTIONS,

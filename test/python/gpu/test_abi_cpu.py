@@ -189,8 +189,12 @@ CASES: dict[str, tuple[list[Any], list[Any], dict[str, Any]]] = {
     "graph.scale": ([f(8, 6)], [f(8, 6)], {"factor": 0.125}),
     "graph.causal_mask": ([f(2, 8, 6)], [f(2, 8, 6)], {}),
     "graph.cast": ([f(8, 6)], [f(8, 6)], {}),
+    "autodiff.unscale_grad": ([f(8, 6), f()], [f(8, 6), f()], {}),
+    "autodiff.amp_select": ([f(), f(8, 6), f(8, 6)], [f(8, 6)], {}),
+    "autodiff.update_scale": ([f(), f(), f()], [f(), f()], {"growth_interval": 10}),
 }
 LAUNCHES = {
+    "autodiff.unscale_grad": 2,
     "autodiff.layer_norm_grad": 2,
     "autodiff.embedding_grad": 2,
     "autodiff.scaled_dot_product_attention_grad": 2,

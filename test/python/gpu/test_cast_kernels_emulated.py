@@ -182,3 +182,32 @@ def test_low_precision_dropout_and_layouts_move_the_reference_bits(dt: str) -> N
     run("cuda.split_b16", [x], parts, {"axis": 2, "sizes": (4, 4, 4)})
     for k, part in enumerate(parts):
         np.testing.assert_array_equal(part.array, x[..., 4 * k : 4 * k + 4])
+
+
+def test_loss_scaling_kernels_are_the_reference() -> None:
+    rng = np.random.default_rng(19)
+    grad = rng.standard_normal(777).astype(np.float32) * 1e4
+    scale = np.asarray(1024.0, np.float32)
+    for poison in (None, np.inf, np.nan):
+        gv = grad.copy()
+        if poison is not None:
+            gv[300] = poison
+        out, found = EmuArray(np.full(777, np.nan, np.float32)), EmuArray(np.float32([7.0]))
+        run("cuda.unscale_grad_f32", [gv, scale], [out, found], {})
+        want, want_found = reference.REFERENCE[ad.UnscaleGradOp](gv, scale)
+        np.testing.assert_array_equal(out.array, want)
+        assert float(found.array[0]) == float(want_found) == (0.0 if poison is None else 1.0)
+    new, old = (
+        rng.standard_normal(50).astype(np.float32),
+        rng.standard_normal(50).astype(np.float32),
+    )
+    for flag in (0.0, 1.0):
+        out = EmuArray(np.full(50, np.nan, np.float32))
+        run("cuda.amp_select_f32", [np.asarray(flag, np.float32), new, old], [out], {})
+        np.testing.assert_array_equal(out.array, old if flag else new)
+    for tracker, flag in ((3.0, 1.0), (3.0, 0.0), (9.0, 0.0)):
+        s1, t1 = EmuArray(np.float32([np.nan])), EmuArray(np.float32([np.nan]))
+        ins = [np.asarray(v, np.float32) for v in (1024.0, tracker, flag)]
+        run("cuda.update_scale_f32", ins, [s1, t1], {"growth_interval": 10})
+        ws, wt = reference.REFERENCE[ad.UpdateScaleOp](*ins, growth_interval=10)
+        assert (float(s1.array[0]), float(t1.array[0])) == (float(ws), float(wt))
