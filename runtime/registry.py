@@ -69,6 +69,8 @@ class Constraints:
     activations:    allowed values of the `act` parameter (None = any).
     operand_dtypes: (operand index, allowed dtypes) for operands whose dtype is
                     not the kernel dtype (e.g. cross-entropy labels).
+    operand_ranks:  (operand index, allowed ranks) for kernels written for fixed ranks
+                    (a GEMM of two matrices refuses a batched [B, T, D] operand).
     param_values:   (parameter, allowed values) for any other scalar parameter.
     min_arch:       smallest compute capability, as an int (80 = sm_80).
     requires:       capability keys that must be truthy (e.g. "tf32", "cublaslt").
@@ -82,6 +84,7 @@ class Constraints:
     max_numel: int | None = None
     activations: tuple[str, ...] | None = None
     operand_dtypes: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    operand_ranks: tuple[tuple[int, tuple[int, ...]], ...] = ()
     param_values: tuple[tuple[str, tuple[ParamScalar, ...]], ...] = ()
     min_arch: int = 0
     requires: tuple[str, ...] = ()

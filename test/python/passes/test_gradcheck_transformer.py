@@ -8,6 +8,7 @@ with and without its affine parameters, the fused add + layer norm, batched prod
 with broadcast batch dims (and the Linear on [B, T, D], plain and as a gemm_epilogue),
 attention causal and not, with and without dropout, unfused (the chain of plain ops)
 and fused (graph.scaled_dot_product_attention, built directly and formed by aicfc-fuse),
+a pre-LN attention block (layer norm, qkv Linear, split, heads, attention, residual),
 split, concat, causal_mask, scale, cross-entropy over [B, T, V] and the second-order
 rules of embedding_grad and the rank-3 cross_entropy_grad.
 """
@@ -20,15 +21,18 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
+from xdsl.context import Context
 from xdsl.ir import SSAValue
 
 from aicfc.dialects import autodiff as ad
 from aicfc.dialects import graph as g
 from aicfc.dialects.graph import Activation
+from aicfc.passes.aicfc_fuse import AicfcFusePass
 from gradcheck_support import (
     Case,
     Emit,
     build,
+    compare_with_differences,
     expand,
     gradcheck,
     normal,
@@ -288,6 +292,42 @@ def test_attention_fused_and_unfused_references_agree(b, h, t, s, d, causal, p) 
     out, got_lse = fn(*ins, **params)
     np.testing.assert_allclose(out, np.matmul(prob, v), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(got_lse, lse, rtol=1e-12)
+
+
+@pytest.mark.parametrize("b,h,t,s,d,causal,p", ATTENTION, ids=ATTENTION_IDS)
+def test_attention_fused_by_aicfc_fuse(b, h, t, s, d, causal, p) -> None:
+    """The chain fused by aicfc-fuse before the expansion (the pipeline's order): the
+    backward is the fused op's, and its gradients still match finite differences."""
+    case = Case(_attention_inputs(b, h, t, s, d, p), _chain(causal, p, d), [0, 1, 2])
+    module = build(case, np.random.default_rng(0))
+    AicfcFusePass().apply(Context(), module)
+    module.verify()
+    kinds = {type(op) for op in module.walk()}
+    assert g.ScaledDotProductAttentionOp in kinds and g.SoftmaxOp not in kinds, kinds
+    fn = expand(module)
+    assert any(isinstance(op, ad.ScaledDotProductAttentionGradOp) for op in fn.walk())
+    compare_with_differences(case, fn)
+
+
+def _block(e: Emit, a: Sequence[SSAValue]) -> list[SSAValue]:
+    """A pre-LN block's attention half on [B, T, D] = [1, 3, 4], 2 heads: x + attn(ln(x))."""
+    y = e(g.LayerNormOp(a[0], a[1], a[2]))
+    qkv = e(g.BiasAddOp(e(g.MatmulOp(y, a[3], transpose_b=True)), a[4]))
+    heads = []
+    for part in e.all(g.SplitOp(qkv, 2, [4, 4, 4])):
+        heads.append(e(g.TransposeOp(e(g.ReshapeOp(part, [1, 3, 2, 2])), [0, 2, 1, 3])))
+    o = e(g.ScaledDotProductAttentionOp(heads[0], heads[1], heads[2], causal=True))
+    merged = e(g.ReshapeOp(e(g.TransposeOp(o, [0, 2, 1, 3])), [1, 3, 4]))
+    return [e(g.AddOp(a[0], merged))]
+
+
+@pytest.mark.parametrize("fuse", [False, True], ids=["unfused", "fused_by_aicfc_fuse"])
+def test_attention_block(fuse: bool) -> None:
+    """ln -> qkv Linear -> split -> heads -> attention -> merge -> residual, every parameter."""
+    rng = np.random.default_rng(41)
+    ins = [rng.standard_normal((1, 3, 4)), 1 + 0.1 * rng.standard_normal(4)]
+    ins += [rng.standard_normal(4), rng.standard_normal((12, 4)), rng.standard_normal(12)]
+    gradcheck(Case(ins, _block, [0, 1, 2, 3, 4]), fuse=fuse)
 
 
 def test_gradient_through_lse_is_refused() -> None:
