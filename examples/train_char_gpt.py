@@ -25,6 +25,10 @@ It prints the held-out bits per character (the mean cross-entropy in bits over 6
 held-out characters: 1,024 windows evenly spread, every position of each) beside two
 baselines fitted on the training text: unigram and bigram frequencies with add-one
 smoothing. Then a sample generated from the prompt.
+
+Measured (gpt-tiny, NumPy backend, OPENBLAS_NUM_THREADS=1, a loaded 2-vCPU machine):
+2.610 bits per character held out (unigram 4.704, bigram 3.545), 277 s of CPU, 1,591
+tokens/s; docs/api.md has the details.
 """
 
 from __future__ import annotations
