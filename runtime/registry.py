@@ -42,6 +42,8 @@ PARAM_DEFAULTS: dict[str, object] = {
     "transpose_b": False,
     "act": "none",
     "keepdims": False,
+    "causal": False,
+    "dropout_p": 0.0,
     "nesterov": False,
     "decoupled_weight_decay": False,
 }
@@ -67,6 +69,8 @@ class Constraints:
     activations:    allowed values of the `act` parameter (None = any).
     operand_dtypes: (operand index, allowed dtypes) for operands whose dtype is
                     not the kernel dtype (e.g. cross-entropy labels).
+    operand_ranks:  (operand index, allowed ranks) for kernels written for fixed ranks
+                    (a GEMM of two matrices refuses a batched [B, T, D] operand).
     param_values:   (parameter, allowed values) for any other scalar parameter.
     min_arch:       smallest compute capability, as an int (80 = sm_80).
     requires:       capability keys that must be truthy (e.g. "tf32", "cublaslt").
@@ -80,6 +84,7 @@ class Constraints:
     max_numel: int | None = None
     activations: tuple[str, ...] | None = None
     operand_dtypes: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    operand_ranks: tuple[tuple[int, tuple[int, ...]], ...] = ()
     param_values: tuple[tuple[str, tuple[ParamScalar, ...]], ...] = ()
     min_arch: int = 0
     requires: tuple[str, ...] = ()
@@ -184,6 +189,8 @@ class KernelSpec:
 _FLOATS = ("f16", "f32", "f64")
 _NUMBERS = ("f16", "f32", "f64", "i32", "i64")
 _INT_LABELS = ((1, ("i32", "i64")),)
+_INT_IDS = ((0, ("i32", "i64")),)
+_I64_OFFSET = ((3, ("i64",)),)
 
 _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("graph.matmul", _FLOATS, Constraints()),
@@ -201,6 +208,14 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("graph.reduce_sum", _NUMBERS, Constraints()),
     ("graph.cross_entropy", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
     ("graph.mse_loss", _FLOATS, Constraints()),
+    ("graph.scale", _FLOATS, Constraints()),
+    ("graph.split", _NUMBERS, Constraints()),
+    ("graph.concat", _NUMBERS, Constraints()),
+    ("graph.embedding", _FLOATS, Constraints(operand_dtypes=_INT_IDS)),
+    ("graph.layer_norm", _FLOATS, Constraints()),
+    ("graph.add_layer_norm", _FLOATS, Constraints()),
+    ("graph.causal_mask", _FLOATS, Constraints()),
+    ("graph.scaled_dot_product_attention", _FLOATS, Constraints(operand_dtypes=_I64_OFFSET)),
     *((f.grad_op, _FLOATS, Constraints()) for f in ACTIVATION_FACTS),
     ("autodiff.softmax_grad", _FLOATS, Constraints()),
     ("autodiff.cross_entropy_grad", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
@@ -208,6 +223,13 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("autodiff.mse_loss_grad", _FLOATS, Constraints()),
     ("autodiff.dropout_grad", _FLOATS, Constraints(operand_dtypes=((1, ("i64",)),))),
     ("autodiff.epilogue_grad", _FLOATS, Constraints(activations=EPILOGUE_ACTIVATIONS)),
+    ("autodiff.embedding_grad", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
+    ("autodiff.layer_norm_grad", _FLOATS, Constraints()),
+    (
+        "autodiff.scaled_dot_product_attention_grad",
+        _FLOATS,
+        Constraints(operand_dtypes=((6, ("i64",)),)),
+    ),
     ("autodiff.adam_step", _FLOATS, Constraints()),
     ("autodiff.sgd_step", _FLOATS, Constraints()),
     ("exec.copy", (*_NUMBERS, "i1"), Constraints()),

@@ -51,6 +51,11 @@ SKINNY_SIDE = 32
 SPLIT_K_MAX_OUTPUTS = 1 << 18
 """The split-K kernel's 32x32 tiles suit results up to this many elements."""
 _ACTS = ("none", *EPILOGUE_ACTIVATIONS)
+_MATRICES = ((0, (2,)), (1, (2,)))
+"""The GEMM kernels take two matrices: a batched or [B, T, D] product has no CUDA kernel
+yet (the selection fails with NoKernelError naming the op), as the transformer's ops."""
+_ROWS_2D = ((0, (2,)),)
+"""Kernels of [N, C] rows (the losses, the epilogue's backward): operand #0 is a matrix."""
 _GEMM_FLAGS: tuple[tuple[str, frozenset[str]], ...] = (
     ("graph.gemm_epilogue", frozenset({"fused"})),
     ("graph.matmul", frozenset()),
@@ -99,7 +104,7 @@ _GEMMS = (
         "aicfc_gemm_f32_s64",
         "gemm:launch_gemm_64",
         frozenset(),
-        Constraints(activations=_ACTS),
+        Constraints(activations=_ACTS, operand_ranks=_MATRICES),
         0,
     )
     + _gemm_family(
@@ -107,7 +112,7 @@ _GEMMS = (
         "aicfc_gemm_f32",
         "gemm:launch_gemm_128",
         frozenset(),
-        Constraints(activations=_ACTS, min_mnk=(512, 512, 8)),
+        Constraints(activations=_ACTS, operand_ranks=_MATRICES, min_mnk=(512, 512, 8)),
         0,
     )
     + _gemm_family(
@@ -115,7 +120,7 @@ _GEMMS = (
         "aicfc_gemm_tf32",
         "gemm_tf32:launch_gemm_tf32",
         frozenset({"tensor_core", "tf32"}),
-        Constraints(activations=_ACTS, min_arch=80, requires=("tf32",)),
+        Constraints(activations=_ACTS, operand_ranks=_MATRICES, min_arch=80, requires=("tf32",)),
         0,
         source="gemm_tf32.cu",
     )
@@ -124,7 +129,7 @@ _GEMMS = (
         "aicfc_gemm_skinny_f32",
         "gemm_small:launch_gemm_skinny",
         frozenset({"skinny"}),
-        Constraints(activations=_ACTS, max_short_side=SKINNY_SIDE),
+        Constraints(activations=_ACTS, operand_ranks=_MATRICES, max_short_side=SKINNY_SIDE),
         0,
         source="gemm_small.cu",
         abi=_SKINNY_ABI,
@@ -134,7 +139,7 @@ _GEMMS = (
         "aicfc_gemm_splitk_f32",
         "gemm_small:launch_gemm_splitk",
         frozenset({"split_k", "workspace"}),
-        Constraints(activations=_ACTS, max_numel=SPLIT_K_MAX_OUTPUTS),
+        Constraints(activations=_ACTS, operand_ranks=_MATRICES, max_numel=SPLIT_K_MAX_OUTPUTS),
         1,  # over the 64x64 tile when no rule decides (no cuBLASLt): fewer idle SMs
         source="gemm_small.cu",
         abi=_SPLIT_K_ABI,
@@ -149,6 +154,7 @@ _CUBLASLT = tuple(
         dtypes=F32,
         constraints=Constraints(
             activations=("none", *CUBLASLT_ACTIVATIONS),
+            operand_ranks=_MATRICES,
             min_arch=80 if prec == "tf32" else 0,
             requires=("cublaslt", "tf32") if prec == "tf32" else ("cublaslt",),
         ),
@@ -315,7 +321,7 @@ _LOSSES = (
             "loss.cu",
             f"aicfc_cross_entropy_f32_{lt}",
             _NC,
-            constraints=Constraints(operand_dtypes=((1, (lt,)),)),
+            constraints=Constraints(operand_dtypes=((1, (lt,)),), operand_ranks=_ROWS_2D),
             flags=("workspace",),
             launcher="launch_cross_entropy",
         )
@@ -328,7 +334,7 @@ _LOSSES = (
             "loss.cu",
             f"aicfc_cross_entropy_grad_f32_{lt}",
             _NC,
-            constraints=Constraints(operand_dtypes=((1, (lt,)),)),
+            constraints=Constraints(operand_dtypes=((1, (lt,)),), operand_ranks=_ROWS_2D),
             launcher="launch_cross_entropy_grad",
         )
         for lt in ("i32", "i64")
@@ -340,7 +346,7 @@ _LOSSES = (
             "loss.cu",
             f"aicfc_cross_entropy_with_grad_f32_{lt}",
             _NC,
-            constraints=Constraints(operand_dtypes=((1, (lt,)),)),
+            constraints=Constraints(operand_dtypes=((1, (lt,)),), operand_ranks=_ROWS_2D),
             flags=("workspace", "fused"),
             launcher="launch_cross_entropy_with_grad",
         )
@@ -391,7 +397,7 @@ _REDUCTIONS = [
         "aicfc_epilogue_grad_f32",
         (("M", "int32_t"), ("N", "int32_t"), ("act", "int32_t")),
         flags=("fused",),
-        constraints=Constraints(activations=EPILOGUE_ACTIVATIONS),
+        constraints=Constraints(activations=EPILOGUE_ACTIVATIONS, operand_ranks=_ROWS_2D),
         launcher="launch_epilogue_grad",
     ),
     _k(

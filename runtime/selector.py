@@ -110,6 +110,10 @@ def refusal(spec: KernelSpec, problem: Problem, capability: Capability) -> str |
             return (
                 f"operand #{index} dtype {problem.input_dtypes[index]} not in {', '.join(allowed)}"
             )
+    for index, ranks in c.operand_ranks:
+        if index < len(problem.input_shapes) and len(problem.input_shapes[index]) not in ranks:
+            rank = len(problem.input_shapes[index])
+            return f"operand #{index} has rank {rank}, not {' or '.join(map(str, ranks))}"
     if spec.transposes is not None:
         pair = (bool(problem.param("transpose_a")), bool(problem.param("transpose_b")))
         if pair not in spec.transposes:
