@@ -7,7 +7,9 @@
 # compile test), gemm (tools/bench_gemm.py), small (bench_gemm.py --small: the small
 # train step's products, graph-timed), profile (bench_train_step.py --profile),
 # tkernels (tools/bench_transformer_kernels.py), gpt (tools/bench_gpt_step.py: the GPT train
-# step against torch and JAX; `gpt:--quick` for a short run, GPT_TIMEOUT bounds it), train (tools/bench_train_step.py; `train:--configs=small` passes arguments,
+# step against torch and JAX; with no arguments `--quick` (--deadline 230), about 4 minutes;
+# `gpt.full:--deadline=480` for every step and process; GPT_TIMEOUT bounds it: 280 s
+# with --quick, 560 s without, unless set), train (tools/bench_train_step.py; `train:--configs=small` passes arguments,
 # separated by '+'; `train.NAME:...` is another train run, logged as train.NAME.*).
 # Needs the wheels of ../shared/tools/device-wheels.sh in .whl (xdsl, nvmath-python).
 # TESTS_TIMEOUT / TRAIN_TIMEOUT (seconds) bound those two stages.
@@ -50,7 +52,9 @@ for stage in "$@"; do
             $args 2>&1 | tee "$OUT/tkernels.log"
         ;;
     gpt | gpt.*)
-        timeout "${GPT_TIMEOUT:-480}" python3 tools/bench_gpt_step.py --json "$OUT/$name.json" $args 2>&1 \
+        [ -z "$args" ] && args="--quick"  # --deadline 230 (480 without --quick)
+        limit=560 && [[ "$args" == *--quick* ]] && limit=280
+        timeout "${GPT_TIMEOUT:-$limit}" python3 tools/bench_gpt_step.py --json "$OUT/$name.json" $args 2>&1 \
             | tee "$OUT/$name.log" | tail -60
         ;;
     profile)
