@@ -11,6 +11,8 @@
   same initial weights, no dropout): 50 AdamW steps, every parameter within 1e-3.
 - nanoGPT's weight-decay groups (AdamW weight_decay_min_rank=2): two multi-tensor Adam
   launches, 10 steps within 1e-4 of NumPy.
+- The compile cache on the CUDA backend: a second Program of the oracle GPT reads its plan
+  from the cache and trains as the first (5 steps, 1e-6).
 - The loss of a 2-layer gpt-tiny-shaped GPT (head dim 32: the tiled attention kernels when
   the fused op forms) matches NumPy after 5 steps, and the graph has the step's branches.
 """
@@ -140,3 +142,22 @@ def test_gpt_tiny_shape_trains_as_numpy_and_branches():
     assert rel_err(np.array(train(gpu_prog, data)), np.array(train(ref, data))) < 1e-4
     exe = gpu_prog.executable()
     assert exe.schedule.branched and len(exe.nodes) > 50
+
+
+def test_a_second_program_of_the_gpt_reads_its_plan_from_the_compile_cache(tmp_path):
+    """The CUDA pipeline's planned exec IR of the oracle GPT is stored on the first compile
+    and read back by the second Program (no pipeline run), which then trains the same:
+    5 steps, losses and parameters within 1e-6."""
+    data = batches(ORACLE, 8, 5, seed=9)
+    progs = []
+    for _ in range(2):
+        aicfc.manual_seed(0)
+        opt = optim.AdamW(lr=LR, weight_decay=WD)
+        progs.append(aicfc.compile(GPT(ORACLE), optimizer=opt, backend="cupy", cache_dir=tmp_path))
+    first_losses = train(progs[0], data)
+    second_losses = train(progs[1], data)
+    (first,), (second,) = progs[0].compiled_functions(), progs[1].compiled_functions()
+    assert not first.from_cache and second.from_cache
+    assert second_losses == pytest.approx(first_losses, rel=1e-6)
+    for name, value in progs[0].parameters().items():
+        assert rel_err(progs[1].parameters()[name], value) <= 1e-6, name
