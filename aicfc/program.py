@@ -34,6 +34,8 @@ gradient zero instead of an error.
 from __future__ import annotations
 
 import itertools
+import os
+import time
 import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
@@ -42,6 +44,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from aicfc.builder import LABEL_DTYPE, build_predict, build_train_step, initial_values
+from aicfc.compile_cache import CompileCache, cache_folder, cache_key, file_digest
 from aicfc.context import make_context
 from aicfc.dialects import exec as ex
 from aicfc.dialects.autodiff import BackwardOp
@@ -64,12 +67,21 @@ FUNCTIONS = ("train_step", "predict")
 
 @dataclass
 class CompiledFunction:
-    """One compiled entry: the IR after every stage and the loaded executable."""
+    """One compiled entry: the IR after every stage and the loaded executable.
+
+    from_cache: the planned exec IR came from the compile cache (aicfc/compile_cache.py);
+                then `stages` holds only "graph" and the last stage until `Program.mlir`
+                asks for another one (it runs the pipeline for it then).
+    seconds:    wall time of building the IR, the pipeline (or the cache read) and
+                loading the executable on the backend (not its first run).
+    """
 
     function: str
     x_shape: tuple[int, ...]
     stages: dict[str, ModuleOp] = field(default_factory=dict)
     executable: Executable | None = None
+    from_cache: bool = False
+    seconds: float = 0.0
 
 
 class IncompatibleKeys(NamedTuple):
@@ -186,6 +198,11 @@ class Program:
     The Program owns the trained weights (`parameters()`, `state_dict()`); the
     nn.Module it was compiled from keeps its initial ones.
 
+    Compiled exec IR is kept in the compile cache (aicfc/compile_cache.py; `cache_dir`:
+    its folder, None for $AICFC_CACHE_DIR or ~/.cache/aicfc/compiled, False to disable
+    it), so a second process compiling the same model for the same device skips the
+    pipeline (`compiled_functions()[i].from_cache`).
+
     Kernels are selected for the backend's device (`backend.lower_exec_options()`:
     architecture, cuBLASLt availability, autotune cache), so `mlir("exec")` shows
     the kernels that run. tf32: allow TF32 tensor-core GEMMs (about 1e-3 relative
@@ -202,6 +219,7 @@ class Program:
         inplace: bool = True,
         tf32: bool | None = None,
         backend_reason: str = "requested",
+        cache_dir: str | os.PathLike[str] | bool | None = None,
     ):
         self.model = model
         self.backend_reason = backend_reason
@@ -215,6 +233,10 @@ class Program:
         self.tf32 = bool(exec_options.get("tf32", False))
         self._steps = train_pipeline(backend.name, inplace, exec_options)
         self.stages: tuple[str, ...] = stage_names(self._steps)
+        folder = cache_folder(cache_dir)
+        self.compile_cache: CompileCache | None = CompileCache(folder) if folder else None
+        tuned = exec_options.get("autotune_cache")
+        self._cache_inputs = {"autotune": file_digest(str(tuned)) if tuned else "none"}
         params = dict(model.named_parameters())
         if not params:
             raise ValueError("compile: the model has no parameters to train")
@@ -339,6 +361,8 @@ class Program:
                 f"@{function} is not compiled yet: call "
                 f"{'step' if function == 'train_step' else 'predict'}() first or pass batch_size"
             )
+        if stage not in entry.stages:  # loaded from the compile cache: run the pipeline
+            self._run_pipeline(entry, entry.stages[GRAPH_STAGE].clone())
         return print_module(entry.stages[stage], generic=generic)
 
     def executable(self, function: str = "train_step", batch_size: int | None = None) -> Executable:
@@ -356,6 +380,11 @@ class Program:
     def compiled(self) -> list[tuple[str, tuple[int, ...]]]:
         """(function, x shape) of every compiled entry, in compile order."""
         return [(c.function, c.x_shape) for c in self._compiled.values()]
+
+    def compiled_functions(self) -> list[CompiledFunction]:
+        """Every compiled entry (its stages, executable, compile time, cache hit), in
+        compile order."""
+        return list(self._compiled.values())
 
     def report(
         self, x: Any = None, batch_size: int = 1, thresholds: Thresholds | None = None
@@ -491,19 +520,37 @@ class Program:
                     stacklevel=5,
                 )
 
-    def _compile(self, function: str, x_shape: tuple[int, ...]) -> CompiledFunction:
-        module = self._build(function, x_shape)
-        if function == "train_step":
-            self._warn_unused(module)
-        entry = CompiledFunction(function, x_shape)
-        entry.stages[GRAPH_STAGE] = module.clone()
+    def _run_pipeline(self, entry: CompiledFunction, module: ModuleOp) -> None:
+        """Run the pipeline on `module` in place, keeping each stage in `entry`."""
 
         def keep(stage: str, m: ModuleOp) -> None:
             entry.stages[stage] = m.clone()
 
         run_steps(make_context(), module, self._steps, keep)
+
+    def _compile(self, function: str, x_shape: tuple[int, ...]) -> CompiledFunction:
+        start = time.perf_counter()
+        module = self._build(function, x_shape)
+        if function == "train_step":
+            self._warn_unused(module)
+        entry = CompiledFunction(function, x_shape)
+        entry.stages[GRAPH_STAGE] = module.clone()
+        cache, key = self.compile_cache, ""
+        planned = None
+        if cache is not None:
+            key = cache_key(module, (s.passes for s in self._steps), self._cache_inputs)
+            planned = cache.load(key, make_context(), [function])
+        if planned is not None:
+            module = planned
+            entry.from_cache = True
+            entry.stages[self.stages[-1]] = module.clone()
+        else:
+            self._run_pipeline(entry, module)
+            if cache is not None:
+                cache.store(key, module)
         program = next(op for op in module.ops if isinstance(op, ex.ProgramOp))
         entry.executable = self.backend.load(program, self.store)
+        entry.seconds = time.perf_counter() - start
         return entry
 
     def __repr__(self) -> str:

@@ -74,6 +74,15 @@ class Constraints:
     param_values:   (parameter, allowed values) for any other scalar parameter.
     min_arch:       smallest compute capability, as an int (80 = sm_80).
     requires:       capability keys that must be truthy (e.g. "tf32", "cublaslt").
+    gemm_batch:     for a product kernel (matmul, gemm_epilogue): the largest batch of
+                    matrices one launch takes (1: a single product, with the leading dims
+                    of A folded into M where B is a matrix; 0: any batch of strided
+                    products, runtime/selector.py `gemm_dims`); None: not a product kernel.
+    last_dims:      (operand index, allowed sizes of its last dim), e.g. an attention
+                    kernel's head dims.
+    last_dim_range: (operand index, smallest, largest size of its last dim), e.g. the
+                    classes of a wide-row loss kernel or a layer norm's D.
+    equal_shapes:   operand indices that must all have one shape (attention's q, k, v).
     """
 
     alignment: int = 1
@@ -88,6 +97,10 @@ class Constraints:
     param_values: tuple[tuple[str, tuple[ParamScalar, ...]], ...] = ()
     min_arch: int = 0
     requires: tuple[str, ...] = ()
+    gemm_batch: int | None = None
+    last_dims: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    last_dim_range: tuple[tuple[int, int, int], ...] = ()
+    equal_shapes: tuple[int, ...] = ()
 
     @property
     def is_gemm(self) -> bool:
@@ -109,7 +122,11 @@ class KernelSpec:
     constraints: what it refuses (see Constraints).
     flags:      "inplace_ok" (an output may be the same buffer as the input
                 named by the op's alias policy), "tensor_core", "library"
-                (cuBLASLt/nvmath), "reference" (the NumPy definition), ...
+                (cuBLASLt/nvmath), "reference" (the NumPy definition), "auxiliary"
+                (a second kernel that another entry's launcher binds after its own,
+                such as a reduction of partials: never selected for `op` itself), "view"
+                (the result is the input's bytes read with another shape: a backend may
+                alias them instead of launching, runtime/schedule.py view_aliases), ...
     abi:        ordered (parameter name, C type) of the scalars passed after the
                 buffers (CUDA kernels; empty for NumPy ones).
     source, symbol: the `kernels/*.cu` file and its `extern "C"` entry point.
@@ -325,7 +342,7 @@ def candidates(
     registry: tuple[KernelSpec, ...] | None = None,
 ) -> list[KernelSpec]:
     """Kernels of kernel family `family` implementing `op_name` (and computing in `dtype`
-    if given).
+    if given); "auxiliary" entries are never candidates.
 
     Sorted by priority (highest first), then name. `registry` defaults to REGISTRY
     (tests pass their own tables).
@@ -334,6 +351,9 @@ def candidates(
     found = [
         k
         for k in table
-        if k.op == op_name and k.family == family and (dtype is None or dtype in k.dtypes)
+        if k.op == op_name
+        and k.family == family
+        and (dtype is None or dtype in k.dtypes)
+        and "auxiliary" not in k.flags
     ]
     return sorted(found, key=lambda k: (-k.priority, k.name))

@@ -1,10 +1,11 @@
-"""The transformer's ops on the CUDA kernel family: no kernel yet, and a clear error.
+"""The transformer's ops on the CUDA kernel family: a kernel for each, and a clear error
+for an instance no kernel takes.
 
-kernels/attention.cu, layernorm.cu, embedding.cu and cross_entropy.cu are not registered
-(the GPU issue registers them), so selecting a CUDA kernel for a new op, or for a
-rank-2 kernel's op on batched operands, raises NoKernelError naming the op and, where
-candidates exist, why each refuses; aicfc-lower-exec turns it into a located OpError.
-The NumPy kernel family has a kernel for every one of them.
+Every new op, and every product or row kernel's op on batched [B, T, D] operands (leading
+dims folded, or strided batches: runtime/selector.py gemm_dims), selects a CUDA kernel
+(issue 12); an instance outside every kernel's constraints (a head dim above 128) raises
+NoKernelError naming why each candidate refuses, and aicfc-lower-exec turns it into a
+located OpError. The NumPy kernel family has a kernel for every one of them.
 """
 
 from __future__ import annotations
@@ -43,10 +44,24 @@ NEW_OPS = [
 ]
 
 
-@pytest.mark.parametrize("problem", NEW_OPS, ids=[p.op for p in NEW_OPS])
-def test_new_ops_have_no_cuda_kernel_yet(problem: Problem) -> None:
-    with pytest.raises(NoKernelError, match=r"^has no kernel in kernel family cuda$"):
-        select(problem, "cuda")
+CHOSEN = [
+    "cuda.embedding_f32_i32",
+    "cuda.layer_norm_f32",
+    "cuda.add_layer_norm_f32",
+    "cuda.scale_f32",
+    "cuda.causal_mask_f32",
+    "cuda.split_b32",
+    "cuda.concat_b32",
+    "cuda.scaled_dot_product_attention_rows_f32",  # head dim 16: the row kernels
+    "cuda.embedding_grad_f32_i32",
+    "cuda.layer_norm_grad_f32",
+    "cuda.scaled_dot_product_attention_grad_rows_f32",
+]
+
+
+@pytest.mark.parametrize(("problem", "kernel"), list(zip(NEW_OPS, CHOSEN, strict=True)), ids=CHOSEN)
+def test_new_ops_have_cuda_kernels(problem: Problem, kernel: str) -> None:
+    assert select(problem, "cuda").spec.name == kernel
     assert select(problem, "numpy").spec.family == "numpy"
 
 
@@ -84,20 +99,37 @@ BATCHED = [
 ]
 
 
-@pytest.mark.parametrize("problem", BATCHED, ids=[p.op for p in BATCHED])
-def test_rank_two_cuda_kernels_refuse_batched_operands(problem: Problem) -> None:
-    with pytest.raises(NoKernelError) as e:
-        select(problem, "cuda")
-    # every candidate refuses; those of the right label dtype for the operand's rank
-    reasons = [why for _, why in e.value.reasons]
-    assert reasons and all("has rank" in why or "dtype i32 not in i64" in why for why in reasons)
-    assert "operand #0 has rank 3, not 2" in str(e.value) or "rank 4, not 2" in str(e.value)
+BATCHED_CHOSEN = [
+    "cuda.matmul_skinny_nn",  # [2 x 8, 16] x [16, 32]: one folded product, K = 16
+    "cuda.matmul_batched_f32_nt",  # two products of q k^T
+    "cuda.gemm_epilogue_skinny_nt",  # act gelu: cuBLASLt has no exact-erf GELU
+    "cuda.cross_entropy_f32_i32",
+    "cuda.softmax_cross_entropy_f32_i32",  # V = 65 rows of a language model's head
+    "cuda.epilogue_grad_f32",
+]
+
+
+@pytest.mark.parametrize(
+    ("problem", "kernel"), list(zip(BATCHED, BATCHED_CHOSEN, strict=True)), ids=BATCHED_CHOSEN
+)
+def test_batched_operands_get_cuda_kernels(problem: Problem, kernel: str) -> None:
+    assert select(problem, "cuda").spec.name == kernel
     assert select(problem, "numpy").spec.family == "numpy"
 
 
-def test_rank_two_products_still_get_their_cuda_kernels() -> None:
-    two_d = Problem("graph.matmul", "f32", ((64, 64), (64, 64)), ((64, 64),))
-    assert select(two_d, "cuda").spec.family == "cuda"
+def test_an_instance_no_kernel_takes_names_every_refusal() -> None:
+    wide = Problem(
+        "graph.scaled_dot_product_attention",
+        "f32",
+        ((1, 2, 8, 200),) * 3,
+        ((1, 2, 8, 200), (1, 2, 8)),
+        params={"causal": True, "scale": 0.1},
+    )
+    with pytest.raises(NoKernelError) as e:
+        select(wide, "cuda")
+    reasons = dict(e.value.reasons)
+    assert "last dim 200, not in (64,)" in reasons["cuda.scaled_dot_product_attention_f32_d64"]
+    assert "last dim 200, outside [1, 128]" in reasons["cuda.scaled_dot_product_attention_rows_f32"]
 
 
 LAYER_NORM = """
@@ -110,7 +142,7 @@ func.func @f(%x: tensor<2x4x8xf32>, %w: tensor<8xf32>) -> tensor<2x4x8xf32> {
 
 
 def test_lower_exec_for_cuda_names_the_op_without_a_kernel() -> None:
-    module = parse_module(LAYER_NORM)
+    module = parse_module(LAYER_NORM.replace("8x", "9000x").replace("<8xf32>", "<9000xf32>"))
     with pytest.raises(OpError, match="has no kernel in kernel family cuda") as e:
         AicfcLowerExecPass(backend="cuda").apply(make_context(), module)
     assert e.value.op.name == "graph.layer_norm"
