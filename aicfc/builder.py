@@ -218,6 +218,10 @@ def build_train_step(
     y = target_spec(model, loss, x_shape, np.dtype(dtype))
     init = initial_values(model, optimizer)
     roles = {n: "param" for n, _ in model.named_parameters()}
+
+    def group_of(name: str) -> int:
+        return optimizer.group(tuple(init[name].shape))
+
     args = [x, y] + [
         External(n, roles.get(n, "state"), tuple(v.shape), v.dtype) for n, v in init.items()
     ]
@@ -235,11 +239,15 @@ def build_train_step(
         params = [n for n, _ in model.named_parameters()]
         grads = b.insert(autodiff.BackwardOp(loss_value, [values[n] for n in params])).grads
         results: list[tuple[str, SSAValue]] = [("loss", loss_value)]
-        for n, g in zip(params, grads, strict=True):
+        updated: dict[str, list[tuple[str, SSAValue]]] = {}
+        # group by group (a stable sort), the results in the parameters' order
+        grouped = sorted(zip(params, grads, strict=True), key=lambda ng: group_of(ng[0]))
+        for n, g in grouped:
             state = {s: values[f"{n}.{s}"] for s in optimizer.state_names()}
             new_param, new_state = optimizer.emit(b, values[n], g, state)
-            results.append((n, new_param))
-            results += [(f"{n}.{s}", new_state[s]) for s in optimizer.state_names()]
+            updated[n] = [(n, new_param)]
+            updated[n] += [(f"{n}.{s}", new_state[s]) for s in optimizer.state_names()]
+        results += [r for n in params for r in updated[n]]
         if RNG_OFFSET in values:
             one = scalar_constant(ctx, 1)
             results.append((RNG_OFFSET, ctx.add(graph.AddOp(values[RNG_OFFSET], one))))

@@ -561,6 +561,28 @@ def test_adam_steps_with_equal_params_group_into_one_launch():
     assert table.size == 2 * 10 + 2 * la.grid[0] and table[9] == 3000 and table[19] == 5
 
 
+def test_nanogpts_weight_decay_groups_lower_to_two_multi_tensor_adam_launches():
+    """AdamW(weight_decay_min_rank=2) on a GPT: the train step's updates are emitted group by
+    group, so the plan's Adam steps form two runs of equal params (matrices and tables
+    decayed by 0.1, then every bias and layer-norm weight with weight_decay 0)."""
+    from aicfc import optim
+    from aicfc.models.gpt import GPT, GPTConfig
+    from aicfc.runtime.plan import LaunchStep
+
+    gpt = GPT(GPTConfig(65, 16, 2, 4, 64, 0.0, True))
+    opt = optim.AdamW(lr=1e-3, weight_decay=0.1, weight_decay_min_rank=2)
+    (plan,) = [p for p in lowered_plans(gpt, "cross_entropy", opt, 3) if p.name == "train_step"]
+    steps = plan.steps
+    specs = [registry.get(s.kernel) if isinstance(s, LaunchStep) else None for s in steps]
+    params = [s.params if isinstance(s, LaunchStep) else {} for s in steps]
+    adam = registry.get("cuda.adam_step_multi_tensor_f32")
+    groups = [g for g in group_steps(specs, params) if specs[g.indices[0]] is adam]
+    decays = [float(params[g.indices[0]]["weight_decay"]) for g in groups]
+    sizes = [len(g.indices) for g in groups]
+    # 2 tables + 4 matrices per layer; 2 x 2 layer norms + 4 biases per layer, and ln_f's 2
+    assert (decays, sizes) == ([0.1, 0.0], [2 + 4 * 2, 8 * 2 + 2])
+
+
 def test_fused_loss_sums_the_bias_gradient_itself_only_while_that_is_cheap():
     spec = registry.get("cuda.cross_entropy_with_grad_f32_i32")
     small = launches_for(spec, [f(128, 10), i(128), f()], [f(), f(128, 10), f(10)], {}, FakeCtx())

@@ -1,8 +1,11 @@
 """tools/bench_gpt_step.py on the CPU: its weights load into aicfc's GPT by name (every
 parameter, nothing left over), its torch module is nanoGPT's (the same loss as aicfc's
-NumPy backend from those weights), and its FLOP count is nanoGPT's formula."""
+NumPy backend from those weights), its FLOP count is nanoGPT's formula, and its driver
+refuses unknown names and skips rows the deadline leaves too little time."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
@@ -43,3 +46,22 @@ def test_the_torch_peer_computes_aicfcs_loss(monkeypatch):
     prog = Program(gpt, "cross_entropy", optim.AdamW(lr=1e-3), NumpyBackend(), cache_dir=False)
     prog.load_state_dict(bench.init_weights(c), strict=False)
     assert prog.step(x, y) == pytest.approx(theirs, rel=1e-5)
+
+
+def test_an_unknown_peer_config_or_precision_is_refused_before_anything_runs(capsys):
+    with pytest.raises(SystemExit) as e:
+        bench.main(["--peers", "aicfc,torch-jit", "--configs", "gpt-huge", "--precisions", "bf16"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown torch-jit, gpt-huge, bf16: peers are aicfc, torch-graph" in err
+
+
+def test_a_row_is_skipped_when_the_deadline_leaves_it_too_little_time(tmp_path):
+    """A torch.compile row of gpt-tiny needs 35 s of --deadline: with 30 s it is skipped
+    (nothing runs, no GPU needed here), and the JSON says so."""
+    out = tmp_path / "rows.json"
+    args = ["--peers", "torch-compile", "--configs", "gpt-tiny", "--precisions", "fp32"]
+    assert bench.main([*args, "--deadline", "30", "--json", str(out)]) == 0
+    (row,) = json.loads(out.read_text())
+    assert row["peer"] == "torch-compile" and "seconds" not in row
+    assert row["error"].startswith("skipped: 30 s left of the 30 s deadline")
