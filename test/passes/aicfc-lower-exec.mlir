@@ -104,7 +104,7 @@ func.func @swap_states(%a: tensor<2xf32> {aicfc.role = "state", aicfc.name = "a"
 // named (every dtype the verifiers allow has a NumPy kernel, bf16 through ml_dtypes).
 
 // CHECK: exec.program @no_kernel_for_dtype
-// CUDA: aicfc-lower-exec.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'graph.relu' has no kernel for dtype f64 in kernel family cuda (cuda.relu_f32: dtype f64 not in f32)
+// CUDA: aicfc-lower-exec.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'graph.relu' has no kernel for dtype f64 in kernel family cuda (cuda.relu_bf16: dtype f64 not in bf16; cuda.relu_f16: dtype f64 not in f16; cuda.relu_f32: dtype f64 not in f32)
 func.func @no_kernel_for_dtype(%x: tensor<4xf64> {aicfc.role = "input", aicfc.name = "x"}) -> tensor<4xf64> {
   %y = graph.relu %x : tensor<4xf64>
   func.return %y : tensor<4xf64>
