@@ -100,10 +100,16 @@ OUT0_IN0 = AliasPolicy("out0_in0", ((0, 0),))
 # adam_step(param, grad, m, v, step) -> (param', m', v', step'): the grad (in1)
 # is never a destination.
 ADAM_TRIPLET = AliasPolicy("adam_triplet", ((0, 0), (1, 2), (2, 3), (3, 4)))
-# sgd_step(param, grad[, momentum_buffer]) -> (param'[, momentum_buffer'])
-SGD_PAIR = AliasPolicy("sgd_pair", ((0, 0), (1, 2)))
+# sgd_step(param, grad, lr, momentum, weight_decay, grad_scale, apply[, momentum_buffer])
+#   -> (param'[, momentum_buffer'])
+SGD_PAIR = AliasPolicy("sgd_pair", ((0, 0), (1, 7)))
+# accumulate_grad(grad, accum, reset) -> (mean, accum'): the mean may overwrite the
+# gradient it is computed from, the sum its running buffer.
+ACCUMULATE_PAIR = AliasPolicy("accumulate_pair", ((0, 0), (1, 1)))
 
-ALIAS_POLICIES: dict[str, AliasPolicy] = {p.name: p for p in (OUT0_IN0, ADAM_TRIPLET, SGD_PAIR)}
+ALIAS_POLICIES: dict[str, AliasPolicy] = {
+    p.name: p for p in (OUT0_IN0, ADAM_TRIPLET, SGD_PAIR, ACCUMULATE_PAIR)
+}
 
 
 @dataclass(frozen=True)
