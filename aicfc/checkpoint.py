@@ -97,7 +97,8 @@ def metadata_of(program: Program, state: dict[str, np.ndarray]) -> dict[str, str
 
 def save_checkpoint(program: Program, path: str | os.PathLike[str]) -> None:
     """Write `program`'s checkpoint to `path` atomically (WriteError naming it on failure)."""
-    state = {n: np.ascontiguousarray(v) for n, v in program.state_dict().items()}
+    # np.require keeps a 0-d state 0-d (np.ascontiguousarray would make it [1])
+    state = {n: np.require(v, requirements="C") for n, v in program.state_dict().items()}
     data = safetensors_bytes(state, metadata=metadata_of(program, state))
     with atomic_write(path, "wb") as f:
         f.write(data)
