@@ -4,8 +4,10 @@ gradient accumulation (aicfc/training.py, dialects/autodiff/training.py).
 - 200 updates of the digits MLP with AdamW, a warm-up-then-cosine SequentialLR,
   clip_grad_norm_(1.0) and 2 micro-batches per update follow torch on the CPU (the
   loop torch users write: loss / k, backward, clip, step, scheduler.step, zero_grad):
-  every parameter and Adam state within a max relative difference of 1e-4, every
-  micro-batch's loss and every update's pre-clip norm too.
+  every parameter and Adam state within a max relative difference of 1e-4 on the NumPy
+  backend (1e-3 on the GPU: other summation orders, and Adam's m / sqrt(v) amplifies
+  them for near-zero gradients), every micro-batch's loss and every update's pre-clip
+  norm too.
 - The learning rate that `autodiff.lr_schedule` computes over 1,000 updates, run as a
   compiled function on the NumPy backend, equals torch.optim.lr_scheduler's to float32
   rounding for each offered scheduler and for SequentialLR.
@@ -22,6 +24,7 @@ import aicfc
 from aicfc import nn, optim
 from aicfc.execute import LoadedFunction
 from aicfc.optim import lr_scheduler as ours_lr
+from gpu.gpu_support import gpu
 from support import rel_err, single_threaded_blas  # noqa: F401  (autouse: one BLAS thread)
 
 TOL = 1e-4
@@ -63,7 +66,10 @@ def micro_batches(x: np.ndarray, y: np.ndarray, count: int, seed: int = 0):
         yield x[idx], y[idx]
 
 
-def test_adamw_warmup_cosine_clip_accumulation_200_updates_match_torch(digits):
+@pytest.mark.parametrize(
+    ("backend", "tol"), [("numpy", TOL), pytest.param("cupy", 1e-3, marks=gpu)]
+)
+def test_adamw_warmup_cosine_clip_accumulation_200_updates_match_torch(digits, backend, tol):
     model = mlp(10)
     schedule = ours_lr.SequentialLR(
         [
@@ -75,7 +81,7 @@ def test_adamw_warmup_cosine_clip_accumulation_200_updates_match_torch(digits):
     prog = aicfc.compile(
         model,
         optimizer=optim.AdamW(lr=3e-3, weight_decay=0.05),
-        backend="numpy",
+        backend=backend,
         lr_scheduler=schedule,
         clip_grad_norm=1.0,
         accumulate=ACCUMULATE,
@@ -95,13 +101,13 @@ def test_adamw_warmup_cosine_clip_accumulation_200_updates_match_torch(digits):
         ours = prog.step(x, y)
         ref = torch.nn.functional.cross_entropy(tmodel(torch.from_numpy(x)), torch.from_numpy(y))
         (ref / ACCUMULATE).backward()
-        assert abs(ours - ref.item()) <= TOL * abs(ref.item()), f"loss of micro-batch {i}"
+        assert abs(ours - ref.item()) <= tol * abs(ref.item()), f"loss of micro-batch {i}"
         if (i + 1) % ACCUMULATE:
             continue
         norm = torch.nn.utils.clip_grad_norm_(tmodel.parameters(), 1.0).item()
         clipped += norm > 1.0
         got = prog.last_grad_norm
-        assert got is not None and abs(got - norm) <= TOL * norm, f"grad norm of update {i // 2}"
+        assert got is not None and abs(got - norm) <= tol * norm, f"grad norm of update {i // 2}"
         topt.step()
         tsched.step()
         topt.zero_grad()
@@ -111,11 +117,11 @@ def test_adamw_warmup_cosine_clip_accumulation_200_updates_match_torch(digits):
     assert int(state["grad_accum.micro_step"]) == 0
     for name, p in tmodel.named_parameters():
         err = rel_err(state[name], p.detach().numpy())
-        assert err <= TOL, f"{name}: max rel diff {err:.2e} after {UPDATES} updates"
+        assert err <= tol, f"{name}: max rel diff {err:.2e} after {UPDATES} updates"
         for key, value in topt.state[p].items():
             want = value.detach().numpy() if torch.is_tensor(value) else np.asarray(value)
             err = rel_err(state[f"{name}.{key}"], want)
-            assert err <= TOL, f"{name}.{key}: max rel diff {err:.2e}"
+            assert err <= tol, f"{name}.{key}: max rel diff {err:.2e}"
     # The next update's lr is torch's after the last scheduler.step().
     assert prog.next_lr() == pytest.approx(topt.param_groups[0]["lr"], rel=1e-12)
 
