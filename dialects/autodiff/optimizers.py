@@ -9,7 +9,7 @@ argument (`optim.0.lr`), so a replayed CUDA graph reads it from device memory an
 new value needs no re-capture (docs/design.md#device-side-counters,
 docs/design.md#hyperparameters-as-device-state).
 
-Two more scalar operands control the update (docs/design.md#the-update-flag):
+Two more scalar operands control the update (docs/design.md#hyperparameters-as-device-state):
 `grad_scale` multiplies the gradient as the update reads it (the clipping
 coefficient of `autodiff.clip_grad_norm`; 1 when nothing scales), and `apply`
 (1 or 0) says whether this step updates at all: with 0, the parameter and every
