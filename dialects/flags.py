@@ -15,7 +15,14 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type, TensorType
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    DenseIntOrFPElementsAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    TensorType,
+)
 from xdsl.ir import Operation, SSAValue
 from xdsl.traits import OpTrait
 
@@ -140,6 +147,16 @@ def static_flags(op: Operation | type[Operation]) -> OpFlag:
     """The static flag mask of an op (0 for ops without OpInfo)."""
     info = op_info(op)
     return info.flags if info is not None else OpFlag.NONE
+
+
+def constant_value(value: SSAValue) -> DenseIntOrFPElementsAttr | None:
+    """The dense literal of `value` when a constant op (IS_CONSTANT, graph.constant)
+    defines it, else None."""
+    owner = value.owner
+    if not isinstance(owner, Operation) or not static_flags(owner) & OpFlag.IS_CONSTANT:
+        return None
+    attr = owner.properties.get("value")
+    return attr if isinstance(attr, DenseIntOrFPElementsAttr) else None
 
 
 _DTYPE_FLAGS = {

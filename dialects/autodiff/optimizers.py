@@ -22,10 +22,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, UnitAttr, f32
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects.builtin import TensorType, UnitAttr, f32
+from xdsl.ir import SSAValue
 from xdsl.irdl import (
     VarConstraint,
     base,
@@ -41,7 +41,7 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from aicfc.dialects.base import AicfcOp
-from aicfc.dialects.flags import ADAM_TRIPLET, SGD_PAIR, OpFlag, OpInfo, static_flags
+from aicfc.dialects.flags import ADAM_TRIPLET, SGD_PAIR, OpFlag, OpInfo, constant_value
 from aicfc.dialects.tensors import ranked, require_float, tensor
 
 F = OpFlag
@@ -49,13 +49,10 @@ F = OpFlag
 
 def constant_scalar(value: SSAValue) -> float | None:
     """The value of a scalar that a constant op defines (graph.constant), else None."""
-    owner = value.owner
-    if not isinstance(owner, Operation) or not static_flags(owner) & F.IS_CONSTANT:
+    attr = constant_value(value)
+    if attr is None:
         return None
-    attr = owner.properties.get("value")
-    if not isinstance(attr, DenseIntOrFPElementsAttr):
-        return None
-    values = attr.get_values()
+    values: tuple[Any, ...] = tuple(attr.get_values())  # a float tensor's: not complex
     return float(values[0]) if len(values) == 1 else None
 
 
