@@ -180,12 +180,21 @@ def _add(values: dict[str, np.ndarray], name: str, value: np.ndarray) -> None:
     values[name] = value
 
 
+def input_external(model: Module, x_shape: Sequence[int], dtype: np.dtype | type) -> External:
+    """The `x` argument: `dtype` (the parameters') floats, or the ids dtype (i32) that the
+    model's `input_spec()` declares (an Embedding first, a GPT)."""
+    spec = model.input_spec()
+    x_dtype = spec.dtype if spec.dtype is not None else np.dtype(dtype)
+    return External("x", "input", tuple(x_shape), x_dtype)
+
+
 def target_spec(model: Module, loss: str, x_shape: Sequence[int], dtype: np.dtype) -> External:
-    """The `y` argument of the loss: i32 labels [N] (cross_entropy) or the output's shape (mse)."""
+    """The `y` argument of the loss: i32 labels with the output's shape without its last dim
+    ([N] for logits [N, C], [N, T] for [N, T, V]; cross_entropy) or the output's shape (mse)."""
     if loss not in LOSSES:
         raise ValueError(f"unknown loss {loss!r}; known: {', '.join(LOSSES)}")
     if loss == "cross_entropy":
-        return External("y", "input", (int(x_shape[0]),), LABEL_DTYPE)
+        return External("y", "input", model.output_shape(x_shape)[:-1], LABEL_DTYPE)
     return External("y", "input", model.output_shape(x_shape), np.dtype(dtype))
 
 
@@ -237,7 +246,7 @@ def build_predict(
     name: str = "predict",
 ) -> func.FuncOp:
     """`@predict(x, params...) -> "output"`: the forward pass without dropout."""
-    args = [External("x", "input", tuple(x_shape), np.dtype(dtype)), *param_externals(model)]
+    args = [input_external(model, x_shape, dtype), *param_externals(model)]
 
     def body(b: Builder, values: dict[str, SSAValue]) -> list[tuple[str, SSAValue]]:
         ctx = EmitContext(b, values, training=False, aliases=parameter_aliases(model))
@@ -265,7 +274,7 @@ def build_train_step(
     ValueError for an unknown loss and nn.ShapeError when `x_shape` does not fit the model.
     """
     options = options or TrainingOptions()
-    x = External("x", "input", tuple(x_shape), np.dtype(dtype))
+    x = input_external(model, x_shape, dtype)
     y = target_spec(model, loss, x_shape, np.dtype(dtype))
     init = initial_values(model, optimizer, options)
     roles = {n: "param" for n, _ in model.named_parameters()}
@@ -320,11 +329,12 @@ def build_module(
     dtype: np.dtype | type = np.float32,
     options: TrainingOptions | None = None,
 ) -> ModuleOp:
-    """A module with `@train_step` and/or `@predict` for inputs [batch_size, in_features]."""
-    n_in = model.input_features()
-    if n_in is None:
+    """A module with `@train_step` and/or `@predict` for inputs [batch_size, in_features]
+    (or [batch_size, *model.input_spec().sample]: [batch_size, block_size] for a GPT)."""
+    sample = model.input_spec().sample
+    if sample is None:
         raise ValueError("build_module: the model fixes no input width; build functions directly")
-    x_shape = (batch_size, n_in)
+    x_shape = (batch_size, *sample)
     ops: list[func.FuncOp] = []
     for fn in functions:
         if fn == "train_step":
@@ -344,5 +354,6 @@ __all__ = [
     "build_train_step",
     "element_type",
     "initial_values",
+    "input_external",
     "target_spec",
 ]

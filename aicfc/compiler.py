@@ -6,6 +6,8 @@ bound as the attribute `aicfc.compile` on import and hide the function.
 
 from __future__ import annotations
 
+import os
+
 from aicfc.backends import resolve_backend
 from aicfc.builder import LOSSES
 from aicfc.nn import Module
@@ -22,6 +24,7 @@ def compile(
     backend: str = "auto",
     inplace: bool = True,
     tf32: bool = False,
+    cache_dir: str | os.PathLike[str] | bool | None = None,
     *,
     lr_scheduler: LRScheduler | None = None,
     clip_grad_norm: float | None = None,
@@ -45,6 +48,9 @@ def compile(
     tf32:      allow TF32 tensor-core GEMMs on the cupy backend (about 1e-3 relative
                error, several times faster on large layers); False (default) keeps
                every product strict fp32. The numpy backend is strict fp32 either way.
+    cache_dir: the compile cache's folder (aicfc/compile_cache.py: the planned exec IR
+               by a hash of the model's IR, the pipeline and the device); None (default)
+               uses $AICFC_CACHE_DIR or ~/.cache/aicfc/compiled, False disables it.
     lr_scheduler: an aicfc.optim.lr_scheduler schedule (LinearLR, CosineAnnealingLR,
                SequentialLR, ...), evaluated inside the step from a device counter.
     clip_grad_norm: max_norm of torch.nn.utils.clip_grad_norm_ applied in the step (the
@@ -80,5 +86,6 @@ def compile(
         inplace=inplace,
         tf32=tf32,
         backend_reason=reason,
+        cache_dir=cache_dir,
         options=options,
     )

@@ -230,9 +230,9 @@ def emit_updates(
     if apply is None:  # the constant 1 (the unclipped f32 grad_scale is one already)
         reuse = options.clip_grad_norm is None and element_type == f32
         apply = grad_scale if reuse else float_constant(b, 1.0, f32)
-    group_of = {n: g for g in groups for n in g.params}
-    for n in names:
-        g = group_of[n]
+    # group by group (each group's parameters in model order): one group's updates sit
+    # side by side, as torch's fused AdamW steps one param group at a time
+    for g, n in [(group, n) for group in groups for n in group.params if n in grads]:
         hyper = {
             h: counters.lrs[g.index]
             if h == "lr" and g.index in counters.lrs

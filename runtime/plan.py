@@ -52,13 +52,15 @@ class BufferSpec:
 
 @dataclass(frozen=True)
 class LaunchStep:
-    """exec.launch: kernel name, input slots, output slots, scalar params, source location."""
+    """exec.launch: kernel name, input slots, output slots, scalar params, source location,
+    and the alias policy the launch may run under (its `alias`, dialects.flags.ALIAS_POLICIES)."""
 
     kernel: str
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     params: Mapping[str, ParamValue]
     location: str | None = None
+    alias: str | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,7 @@ class ExecPlan:
                                 tuple(slots[id(v)] for v in s.outputs),
                                 s.scalar_params(),
                                 location_of(s),
+                                s.alias.data if s.alias is not None else None,
                             )
                         )
                     elif isinstance(s, ex.CopyOp):

@@ -17,10 +17,10 @@ op's operand order, then output buffers in result order, then the scalar
 parameters in `abi` order. NumPy kernels receive the scalars as keywords
 (`AicfcOp.kernel_params()`), so their `abi` is empty.
 
-The table is the NumPy kernels below plus the `KERNELS` tuple of every module
-in `EXTENSION_MODULES` that exists: the CUDA kernels are added by writing
-`runtime/registry_cuda.py` with `KERNELS = (KernelSpec(...), ...)`; nothing
-here changes.
+The table is the NumPy reference kernels below plus the `KERNELS` tuple of
+every module in `EXTENSION_MODULES` that exists: the faster NumPy kernels in
+`runtime/registry_numpy.py`, the CUDA kernels in `runtime/registry_cuda.py`
+(`KERNELS = (KernelSpec(...), ...)`); nothing here changes.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ PARAM_DEFAULTS: dict[str, object] = {
     "transpose_b": False,
     "act": "none",
     "keepdims": False,
+    "causal": False,
+    "dropout_p": 0.0,
     "nesterov": False,
     "decoupled_weight_decay": False,
 }
@@ -67,9 +69,20 @@ class Constraints:
     activations:    allowed values of the `act` parameter (None = any).
     operand_dtypes: (operand index, allowed dtypes) for operands whose dtype is
                     not the kernel dtype (e.g. cross-entropy labels).
+    operand_ranks:  (operand index, allowed ranks) for kernels written for fixed ranks
+                    (a GEMM of two matrices refuses a batched [B, T, D] operand).
     param_values:   (parameter, allowed values) for any other scalar parameter.
     min_arch:       smallest compute capability, as an int (80 = sm_80).
     requires:       capability keys that must be truthy (e.g. "tf32", "cublaslt").
+    gemm_batch:     for a product kernel (matmul, gemm_epilogue): the largest batch of
+                    matrices one launch takes (1: a single product, with the leading dims
+                    of A folded into M where B is a matrix; 0: any batch of strided
+                    products, runtime/selector.py `gemm_dims`); None: not a product kernel.
+    last_dims:      (operand index, allowed sizes of its last dim), e.g. an attention
+                    kernel's head dims.
+    last_dim_range: (operand index, smallest, largest size of its last dim), e.g. the
+                    classes of a wide-row loss kernel or a layer norm's D.
+    equal_shapes:   operand indices that must all have one shape (attention's q, k, v).
     """
 
     alignment: int = 1
@@ -80,9 +93,14 @@ class Constraints:
     max_numel: int | None = None
     activations: tuple[str, ...] | None = None
     operand_dtypes: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    operand_ranks: tuple[tuple[int, tuple[int, ...]], ...] = ()
     param_values: tuple[tuple[str, tuple[ParamScalar, ...]], ...] = ()
     min_arch: int = 0
     requires: tuple[str, ...] = ()
+    gemm_batch: int | None = None
+    last_dims: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    last_dim_range: tuple[tuple[int, int, int], ...] = ()
+    equal_shapes: tuple[int, ...] = ()
 
     @property
     def is_gemm(self) -> bool:
@@ -104,15 +122,20 @@ class KernelSpec:
     constraints: what it refuses (see Constraints).
     flags:      "inplace_ok" (an output may be the same buffer as the input
                 named by the op's alias policy), "tensor_core", "library"
-                (cuBLASLt/nvmath), "reference" (the NumPy definition), ...
+                (cuBLASLt/nvmath), "reference" (the NumPy definition), "auxiliary"
+                (a second kernel that another entry's launcher binds after its own,
+                such as a reduction of partials: never selected for `op` itself), "view"
+                (the result is the input's bytes read with another shape: a backend may
+                alias them instead of launching, runtime/schedule.py view_aliases), ...
     abi:        ordered (parameter name, C type) of the scalars passed after the
                 buffers (CUDA kernels; empty for NumPy ones).
     source, symbol: the `kernels/*.cu` file and its `extern "C"` entry point.
-    launcher:   "<module>:<function>", the function of runtime/cuda/launchers/<module>.py
-                that binds the kernel's launches; the module is the source's family
-                (`gemm_small` for gemm_small.cu; `cublaslt` for the library entries).
-                Data, resolved by the CuPy backend; None for NumPy kernels (they run
-                the reference).
+    launcher:   "<module>:<function>", the function that binds the kernel's launches:
+                for CUDA kernels one of runtime/cuda/launchers/<module>.py, the module
+                of the source's family (`gemm_small` for gemm_small.cu; `cublaslt` for
+                the library entries); for NumPy kernels one of
+                runtime/numpy/kernels/<module>.py, or None where the kernel is the
+                op's reference function. Data, resolved by the backend.
     priority:   breaks ties between equally scored candidates (higher wins).
     """
 
@@ -153,12 +176,12 @@ class KernelSpec:
             raise ValueError(
                 f"{where}: a CUDA kernel needs source and symbol (or the 'library' flag)"
             )
-        if self.family == "cuda":
+        if self.family == "cuda" or self.launcher is not None:
             module, _, function = (self.launcher or "").partition(":")
             if not (module.isidentifier() and function.isidentifier()):
+                kind = "a CUDA kernel needs" if self.family == "cuda" else "a NumPy kernel names"
                 raise ValueError(
-                    f"{where}: a CUDA kernel needs its launcher as '<module>:<function>', "
-                    f"got {self.launcher!r}"
+                    f"{where}: {kind} its launcher as '<module>:<function>', got {self.launcher!r}"
                 )
             family = self.source.removesuffix(".cu") if self.source else None
             if family is not None and module != family:
@@ -166,8 +189,6 @@ class KernelSpec:
                     f"{where}: the launcher of a {self.source} kernel lives in module "
                     f"{family!r}, got {self.launcher!r}"
                 )
-        elif self.launcher is not None:
-            raise ValueError(f"{where}: a NumPy kernel runs the reference and has no launcher")
 
     @property
     def inplace_ok(self) -> bool:
@@ -175,15 +196,18 @@ class KernelSpec:
 
 
 # ----------------------------------------------------------------------------
-# The NumPy kernels: one per op of runtime/reference.py's REFERENCE, plus copy.
-# Each runs REFERENCE[op] and writes the results into its output buffers, so
-# any alias is safe (the result is complete before the copy): all carry
-# "inplace_ok".
+# The NumPy reference kernels: one per op of runtime/reference.py's REFERENCE,
+# plus copy. Each runs its op's reference function and writes the results into
+# its output buffers, so any alias is safe (the result is complete before the
+# copy): all carry "inplace_ok". The faster NumPy kernels
+# (runtime/registry_numpy.py) join them through EXTENSION_MODULES.
 # ----------------------------------------------------------------------------
 
 _FLOATS = ("f16", "f32", "f64")
 _NUMBERS = ("f16", "f32", "f64", "i32", "i64")
 _INT_LABELS = ((1, ("i32", "i64")),)
+_INT_IDS = ((0, ("i32", "i64")),)
+_I64_OFFSET = ((3, ("i64",)),)
 
 _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("graph.matmul", _FLOATS, Constraints()),
@@ -201,6 +225,14 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("graph.reduce_sum", _NUMBERS, Constraints()),
     ("graph.cross_entropy", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
     ("graph.mse_loss", _FLOATS, Constraints()),
+    ("graph.scale", _FLOATS, Constraints()),
+    ("graph.split", _NUMBERS, Constraints()),
+    ("graph.concat", _NUMBERS, Constraints()),
+    ("graph.embedding", _FLOATS, Constraints(operand_dtypes=_INT_IDS)),
+    ("graph.layer_norm", _FLOATS, Constraints()),
+    ("graph.add_layer_norm", _FLOATS, Constraints()),
+    ("graph.causal_mask", _FLOATS, Constraints()),
+    ("graph.scaled_dot_product_attention", _FLOATS, Constraints(operand_dtypes=_I64_OFFSET)),
     *((f.grad_op, _FLOATS, Constraints()) for f in ACTIVATION_FACTS),
     ("autodiff.softmax_grad", _FLOATS, Constraints()),
     ("autodiff.cross_entropy_grad", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
@@ -208,6 +240,13 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("autodiff.mse_loss_grad", _FLOATS, Constraints()),
     ("autodiff.dropout_grad", _FLOATS, Constraints(operand_dtypes=((1, ("i64",)),))),
     ("autodiff.epilogue_grad", _FLOATS, Constraints(activations=EPILOGUE_ACTIVATIONS)),
+    ("autodiff.embedding_grad", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
+    ("autodiff.layer_norm_grad", _FLOATS, Constraints()),
+    (
+        "autodiff.scaled_dot_product_attention_grad",
+        _FLOATS,
+        Constraints(operand_dtypes=((6, ("i64",)),)),
+    ),
     ("autodiff.adam_step", _FLOATS, Constraints()),
     ("autodiff.sgd_step", _FLOATS, Constraints()),
     ("autodiff.lr_schedule", ("i64",), Constraints()),
@@ -229,7 +268,10 @@ NUMPY_KERNELS: tuple[KernelSpec, ...] = tuple(
     for op, dtypes, constraints in _NUMPY_OPS
 )
 
-EXTENSION_MODULES: tuple[str, ...] = ("aicfc.runtime.registry_cuda",)
+EXTENSION_MODULES: tuple[str, ...] = (
+    "aicfc.runtime.registry_numpy",
+    "aicfc.runtime.registry_cuda",
+)
 """Plain-data modules whose `KERNELS` tuple joins the registry when they exist."""
 
 
@@ -257,6 +299,31 @@ REGISTRY: tuple[KernelSpec, ...] = _aggregate()
 KERNELS_BY_NAME: dict[str, KernelSpec] = {k.name: k for k in REGISTRY}
 
 
+def resolve_launcher(package: str, launcher: str) -> object:
+    """The function that `launcher` ("<module>:<function>") names in `package`
+    ("aicfc.runtime.cuda.launchers", "aicfc.runtime.numpy.kernels"): each backend
+    resolves its kernels' launchers here, once per launcher.
+
+    Raises LookupError naming the missing module (by its path in the source tree) or
+    function; an error inside the module's own import propagates.
+    """
+    module_name, _, function = launcher.partition(":")
+    folder = package.removeprefix("aicfc.").replace(".", "/")
+    full = f"{package}.{module_name}"
+    try:
+        module = importlib.import_module(full)
+    except ModuleNotFoundError as e:
+        if e.name != full:
+            raise
+        raise LookupError(f"launcher {launcher!r}: no module {folder}/{module_name}.py") from None
+    found = getattr(module, function, None)
+    if not callable(found):
+        raise LookupError(
+            f"launcher {launcher!r}: {folder}/{module_name}.py has no function {function!r}"
+        )
+    return found
+
+
 class UnknownKernelError(KeyError):
     """A kernel name that is not in the registry."""
 
@@ -279,7 +346,7 @@ def candidates(
     registry: tuple[KernelSpec, ...] | None = None,
 ) -> list[KernelSpec]:
     """Kernels of kernel family `family` implementing `op_name` (and computing in `dtype`
-    if given).
+    if given); "auxiliary" entries are never candidates.
 
     Sorted by priority (highest first), then name. `registry` defaults to REGISTRY
     (tests pass their own tables).
@@ -288,6 +355,9 @@ def candidates(
     found = [
         k
         for k in table
-        if k.op == op_name and k.family == family and (dtype is None or dtype in k.dtypes)
+        if k.op == op_name
+        and k.family == family
+        and (dtype is None or dtype in k.dtypes)
+        and "auxiliary" not in k.flags
     ]
     return sorted(found, key=lambda k: (-k.priority, k.name))

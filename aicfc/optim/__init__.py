@@ -192,10 +192,16 @@ class Adam(Optimizer):
     lr: step size; betas: (beta1, beta2) in [0, 1); eps: added to sqrt(v_hat);
     weight_decay: L2 penalty added to the gradient, or with
     `decoupled_weight_decay=True` the AdamW decay param *= 1 - lr*wd
-    (Loshchilov and Hutter 2019). amsgrad, maximize and capturable flags of
-    PyTorch are not offered (the step counter always lives on the device).
+    (Loshchilov and Hutter 2019). weight_decay_min_rank: parameters of a lower rank
+    are not decayed; 2 is nanoGPT's grouping (the matrices and embedding tables decay,
+    biases and layer-norm weights do not: the two param_groups of nanoGPT's
+    configure_optimizers), shorthand for `param_groups=(ParamGroup(min_ndim=r),
+    ParamGroup(max_ndim=r - 1, weight_decay=0.0))`. amsgrad, maximize and capturable
+    flags of PyTorch are not offered (the step counter always lives on the device).
     Raises ValueError, as torch.optim.Adam does, for lr, eps or weight_decay < 0
-    or a beta outside [0, 1) (and for non-finite values), TypeError for a non-number.
+    or a beta outside [0, 1) (and for non-finite values), TypeError for a non-number,
+    and ValueError for a weight_decay_min_rank that is not an integer >= 0 or is given
+    with other param_groups.
     """
 
     lr: float = 1e-3
@@ -203,10 +209,28 @@ class Adam(Optimizer):
     eps: float = _ADAM["eps"]
     weight_decay: float = _ADAM["weight_decay"]
     decoupled_weight_decay: bool = False
+    weight_decay_min_rank: int = 0
 
     STATE_NAMES: ClassVar[tuple[str, ...]] = ("exp_avg", "exp_avg_sq", "step")
     OP: ClassVar = autodiff.AdamStepOp
     KEYS: ClassVar[tuple[str, ...]] = ("lr", "betas", "eps", "weight_decay")
+
+    def __post_init__(self) -> None:
+        rank: Any = self.weight_decay_min_rank
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            raise ValueError(
+                f"{type(self).__name__}: weight_decay_min_rank must be an integer >= 0, "
+                f"got {rank!r}"
+            )
+        if rank > 0:
+            ranked = (ParamGroup(min_ndim=rank), ParamGroup(max_ndim=rank - 1, weight_decay=0.0))
+            if tuple(self.param_groups) not in ((), ranked):
+                raise ValueError(
+                    f"{type(self).__name__}: weight_decay_min_rank={rank} is a shorthand for "
+                    "two param_groups; give one or the other"
+                )
+            object.__setattr__(self, "param_groups", ranked)
+        super().__post_init__()
 
     def structure(self) -> tuple[Any, ...]:
         return (*super().structure(), self.decoupled_weight_decay)

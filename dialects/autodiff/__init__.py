@@ -8,7 +8,8 @@ step'`); their alias policies let `aicfc-fold-inplace` turn them into in-place
 updates where that is safe.
 
 The ops live in small modules of this package: backward.py (autodiff.backward),
-grads.py (softmax_grad, dropout_grad, epilogue_grad), loss_grads.py (the losses'
+grads.py (softmax_grad, dropout_grad, epilogue_grad, embedding_grad, layer_norm_grad),
+attention_grad.py (scaled_dot_product_attention_grad), loss_grads.py (the losses'
 gradients), optimizers.py (adam_step, sgd_step) and training.py (lr_schedule,
 clip_grad_norm, accumulation_step, accumulate_grad). The activations' gradient ops
 (autodiff.relu_grad, ...) are defined with their forward ops and their row in
@@ -29,8 +30,15 @@ from __future__ import annotations
 
 from xdsl.ir import Dialect
 
+from aicfc.dialects.autodiff.attention_grad import ScaledDotProductAttentionGradOp
 from aicfc.dialects.autodiff.backward import BackwardOp
-from aicfc.dialects.autodiff.grads import DropoutGradOp, EpilogueGradOp, SoftmaxGradOp
+from aicfc.dialects.autodiff.grads import (
+    DropoutGradOp,
+    EmbeddingGradOp,
+    EpilogueGradOp,
+    LayerNormGradOp,
+    SoftmaxGradOp,
+)
 from aicfc.dialects.autodiff.loss_grads import (
     CrossEntropyGradOp,
     CrossEntropyWithGradOp,
@@ -57,9 +65,12 @@ __all__ = [
     "CrossEntropyGradOp",
     "CrossEntropyWithGradOp",
     "DropoutGradOp",
+    "EmbeddingGradOp",
     "EpilogueGradOp",
+    "LayerNormGradOp",
     "LrScheduleOp",
     "MseLossGradOp",
+    "ScaledDotProductAttentionGradOp",
     "SgdStepOp",
     "SoftmaxGradOp",
     *ACTIVATION_NAMES,
@@ -76,6 +87,9 @@ Autodiff = Dialect(
         MseLossGradOp,
         DropoutGradOp,
         EpilogueGradOp,
+        EmbeddingGradOp,
+        LayerNormGradOp,
+        ScaledDotProductAttentionGradOp,
         AdamStepOp,
         SgdStepOp,
         LrScheduleOp,

@@ -17,11 +17,12 @@ kernel flagged "multi_tensor" (Adam) with equal params, which
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import cast
 
+from aicfc.runtime import registry
 from aicfc.runtime.cuda.abi import CudaKernelError, Launch, describe
 from aicfc.runtime.cuda.launchers.common import (
     Buffers,
@@ -41,21 +42,11 @@ def resolve_launcher(reference: str) -> Launcher:
 
     Raises CudaKernelError naming the reference when the module or function is missing.
     """
-    module_name, _, function = reference.partition(":")
     try:
-        module = importlib.import_module(f"{LAUNCHERS_PACKAGE}.{module_name}")
-    except ModuleNotFoundError:
-        raise CudaKernelError(
-            f"launcher {reference!r}: no module runtime/cuda/launchers/{module_name}.py"
-        ) from None
-    launcher = getattr(module, function, None)
-    if not callable(launcher):
-        raise CudaKernelError(
-            f"launcher {reference!r}: runtime/cuda/launchers/{module_name}.py has no "
-            f"function {function!r}"
-        )
-    found: Launcher = launcher
-    return found
+        found = registry.resolve_launcher(LAUNCHERS_PACKAGE, reference)
+    except LookupError as e:
+        raise CudaKernelError(str(e)) from None
+    return cast(Launcher, found)
 
 
 def launcher_of(spec: KernelSpec) -> Launcher:

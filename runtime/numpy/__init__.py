@@ -1,4 +1,4 @@
-"""The NumPy backend: exec programs on the CPU with the reference kernels (backend.py).
+"""The NumPy backend: exec programs on the CPU (backend.py), its kernels (kernels/).
 
 Imports nothing of runtime/cuda/; found by name through aicfc/backends.py.
 """

@@ -1,42 +1,66 @@
-"""The NumPy backend: runs exec programs on the CPU with the reference kernels.
+"""The NumPy backend: runs exec programs on the CPU.
 
-Every kernel is the reference function of its op (`runtime.reference.reference_for
-(spec.op)`, looked up once per launch when the program loads): it is called with the
-input arrays and the launch's scalar params, and each result is written into
-its output buffer with `np.copyto`. A reference function builds its whole
-result before the copy, so an output that is the same buffer as an input (an
-alias folded by `aicfc-fold-inplace`) really updates that array in place.
-Buffers never change shape or dtype, so neither do a kernel's results: the
-first call of each launch checks them against its output buffers, and later
-calls only launch and copy.
+Loading binds every launch once. A kernel that names a launcher (the `_out`
+kernels of runtime/registry_numpy.py) is bound by that function of
+runtime/numpy/kernels/ to the launch's arrays: each step is then a closure that
+writes its results into the output buffers with NumPy's `out=`, with nothing
+looked up, checked or allocated per step. Any other kernel is its op's
+reference (`runtime.reference.reference_for(spec.op)`): it is called with the input arrays and the
+launch's scalar params, and each result is copied into its output buffer with
+`np.copyto`; its first call checks the results' shapes and dtypes against the
+buffers. A reference function builds its whole result before the copy, so it is
+safe under any alias; a bound kernel is safe where an output is the input that
+the launch's alias policy pairs it with, so a launch whose outputs overlap
+anything else (hand-written exec IR) runs the reference, as does a launch whose
+arrays the kernel does not take (it raises `Unsupported`). `NumpyBackend(
+reference=True)` runs every launch on the reference (for debugging and for
+checking the bound kernels against it).
 
 Buffers are allocated once in `load`: inputs get fixed arrays owned by the
 Executable, params and state come from the BufferStore, tmp buffers with an
 offset are views into one `np.uint8` arena of the program's `arena_size`
-(others get their own array), const buffers are read-only arrays.
+(others get their own array), const buffers are read-only arrays. Kernels share
+one pool of work arrays (`Scratch`, one per shape and dtype). BLAS threads are
+NumPy's (the user's OPENBLAS_NUM_THREADS/OMP_NUM_THREADS or threadpoolctl
+setting, else one per core): the backend never changes them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from functools import cache
+from typing import Any, cast
 
 import numpy as np
 
 from aicfc.dialects import exec as ex
+from aicfc.dialects.flags import ALIAS_POLICIES
 from aicfc.dialects.roles import EXTERNAL_ROLES
+from aicfc.runtime import registry
 from aicfc.runtime.backend import Backend, Executable
 from aicfc.runtime.errors import ExecError, StoreError
+from aicfc.runtime.numpy.kernels.common import Kernel, Scratch, Step, Unsupported
 from aicfc.runtime.plan import BufferSpec, CopyStep, ExecPlan, LaunchStep
-from aicfc.runtime.reference import reference_for
+from aicfc.runtime.reference import RefFn, reference_for
+from aicfc.runtime.registry import KernelSpec
 from aicfc.runtime.store import STORED_ROLES, BufferStore
+
+KERNELS_PACKAGE = "aicfc.runtime.numpy.kernels"
+"""Where the modules named by a NumPy `KernelSpec.launcher` live."""
 
 
 class NumpyBackend(Backend):
-    """The CPU reference runtime (always available)."""
+    """The CPU runtime (always available).
+
+    reference: run every launch on its op's reference function, whatever kernel the
+               program names (slower; the results the bound kernels must match).
+    """
 
     name = "numpy"
     kernel_family = "numpy"
+
+    def __init__(self, reference: bool = False):
+        self.reference = reference
 
     def zeros(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         return np.zeros(shape, dtype)
@@ -116,8 +140,48 @@ def _check_results(where: str, kernel: str, results: Sequence[Any], outs: list[n
             )
 
 
+def reference_of(spec: KernelSpec) -> RefFn:
+    """The reference function of a kernel's op (the one place the backend looks it up)."""
+    return reference_for(spec.op)
+
+
+@cache
+def resolve_kernel(launcher: str) -> Kernel:
+    """The function that `launcher` ("<module>:<function>") names in KERNELS_PACKAGE.
+
+    Raises ExecError naming the reference when the module or function is missing.
+    """
+    try:
+        found = registry.resolve_launcher(KERNELS_PACKAGE, launcher)
+    except LookupError as e:
+        raise ExecError(str(e)) from None
+    return cast(Kernel, found)
+
+
+def _only_policy_aliases(
+    alias: str | None, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]
+) -> bool:
+    """True when no output overlaps another output or an input, except an output that is
+    the very array of the input its alias policy pairs it with."""
+    pairs = ALIAS_POLICIES[alias].pairs if alias in ALIAS_POLICIES else ()
+    for k, out in enumerate(outs):
+        if any(np.may_share_memory(out, other) for other in outs[:k]):
+            return False
+        for j, x in enumerate(ins):
+            if np.may_share_memory(out, x) and not (out is x and (k, j) in pairs):
+                return False
+    return True
+
+
 class NumpyExecutable(Executable):
-    """A program loaded on the CPU: `arrays[slot]` is the fixed array of each buffer."""
+    """A program loaded on the CPU: `arrays[slot]` is the fixed array of each buffer.
+
+    steps: the bound closure of each step of the plan, in order (`run` calls them).
+    runs:  for each step, what it runs: the launcher of its bound kernel
+           ("gemm:matmul"), "reference" (its op's reference function) or "copy".
+    """
+
+    backend: NumpyBackend
 
     def __init__(self, backend: NumpyBackend, plan: ExecPlan, store: BufferStore):
         super().__init__(backend, plan, store)
@@ -125,7 +189,10 @@ class NumpyExecutable(Executable):
         arena_size = plan.arena_size or 0
         self.arena = _zeros(f"@{plan.name}: the arena", (arena_size,), np.dtype(np.uint8))
         self.arrays: list[np.ndarray] = [self._allocate(b) for b in plan.buffers]
-        self._steps: list[Callable[[], None]] = [self._compile(s) for s in plan.steps]
+        self.scratch = Scratch()
+        bound = [self._bind(s) for s in plan.steps]
+        self.steps: tuple[Step, ...] = tuple(step for step, _ in bound)
+        self.runs: tuple[str, ...] = tuple(runs for _, runs in bound)
         self._input_arrays = {n: self.arrays[b.slot] for n, b in self.inputs.items()}
         self._output_arrays = [(n, self.arrays[slot]) for n, slot in plan.outputs]
         self._externals = {
@@ -154,26 +221,45 @@ class NumpyExecutable(Executable):
             return self.arena[b.offset : end].view(b.dtype).reshape(b.shape)
         return _zeros(f"@{self.plan.name}: {b.role} buffer {b.name}", b.shape, b.dtype)
 
-    def _compile(self, step: LaunchStep | CopyStep) -> Callable[[], None]:
+    def _bind(self, step: LaunchStep | CopyStep) -> tuple[Step, str]:
+        """The closure that runs `step`, and what it runs (see `runs`)."""
         if isinstance(step, CopyStep):
             src, dst = self.arrays[step.source], self.arrays[step.dest]
-            return lambda: np.copyto(dst, src)
-        where = self.where(step)
-        fn = reference_for(self.kernel_spec(step).op)
+            return (lambda: np.copyto(dst, src)), "copy"
+        spec = self.kernel_spec(step)
         ins = [self.arrays[i] for i in step.inputs]
         outs = [self.arrays[o] for o in step.outputs]
         params = dict(step.params)
+        if (
+            spec.launcher is not None
+            and not self.backend.reference
+            and _only_policy_aliases(step.alias, ins, outs)
+        ):
+            try:
+                kernel = resolve_kernel(spec.launcher)
+            except ExecError as e:
+                raise ExecError(f'{self.where(step)}: kernel "{spec.name}": {e}') from None
+            try:
+                return kernel(ins, outs, params, self.scratch), spec.launcher
+            except Unsupported:
+                pass
+        return self._reference_step(step, spec, ins, outs, params), "reference"
+
+    def _reference_step(
+        self,
+        step: LaunchStep,
+        spec: KernelSpec,
+        ins: list[np.ndarray],
+        outs: list[np.ndarray],
+        params: dict[str, Any],
+    ) -> Step:
+        fn = reference_of(spec)
+        where = self.where(step)
         checked = False
 
         def launch() -> None:
             nonlocal checked
-            try:
-                results = fn(*ins, **params)
-            except Exception as e:
-                shapes = ", ".join(f"{a.dtype}{list(a.shape)}" for a in ins)
-                raise ExecError(
-                    f'{where}: kernel "{step.kernel}" failed on ({shapes}): {type(e).__name__}: {e}'
-                ) from e
+            results = fn(*ins, **params)
             if not checked:
                 _check_results(where, step.kernel, results, outs)
                 checked = True
@@ -182,11 +268,30 @@ class NumpyExecutable(Executable):
 
         return launch
 
+    def _failure(self, index: int, e: Exception) -> ExecError:
+        """The ExecError of step `index` failing with `e` (a launch: its kernel and operands)."""
+        step = self.plan.steps[index]
+        if isinstance(step, CopyStep):
+            return ExecError(f"{self.where(step)}: exec.copy failed: {type(e).__name__}: {e}")
+        shapes = ", ".join(
+            f"{self.arrays[i].dtype}{list(self.arrays[i].shape)}" for i in step.inputs
+        )
+        return ExecError(
+            f'{self.where(step)}: kernel "{step.kernel}" failed on ({shapes}): '
+            f"{type(e).__name__}: {e}"
+        )
+
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         for name, arr in self.check_inputs(inputs).items():
             np.copyto(self._input_arrays[name], arr)
-        for step in self._steps:
-            step()
+        index = 0
+        try:
+            for index, step in enumerate(self.steps):  # noqa: B007 (names a failing step)
+                step()
+        except ExecError:
+            raise
+        except Exception as e:
+            raise self._failure(index, e) from e
         return {name: array.copy() for name, array in self._output_arrays}
 
     def buffer(self, name: str) -> np.ndarray:

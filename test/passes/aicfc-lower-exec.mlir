@@ -32,9 +32,9 @@ func.func @buffers_and_roles(%x: tensor<4x3xf32> {aicfc.role = "input", aicfc.na
 // CHECK-NEXT:    %r = exec.alloc : !exec.buffer<4x5xf32, tmp>
 // CHECK-NEXT:    %s = exec.alloc : !exec.buffer<5xf32, tmp>
 // CHECK-NEXT:    exec.graph {
-// CHECK-NEXT:      exec.launch "numpy.gemm_epilogue"(%x, %w, %b) outs(%h) params {act = "gelu", transpose_b = true} : (!exec.buffer<4x3xf32, input>, !exec.buffer<5x3xf32, param>, !exec.buffer<5xf32, param>) -> (!exec.buffer<4x5xf32, tmp>){{$}}
-// CHECK-NEXT:      exec.launch "numpy.relu"(%h) outs(%r) alias = "out0_in0" : (!exec.buffer<4x5xf32, tmp>) -> (!exec.buffer<4x5xf32, tmp>)
-// CHECK-NEXT:      exec.launch "numpy.reduce_sum"(%r) outs(%s) params {axes = array<i64: 0>} : (!exec.buffer<4x5xf32, tmp>) -> (!exec.buffer<5xf32, tmp>){{$}}
+// CHECK-NEXT:      exec.launch "numpy.gemm_epilogue_out"(%x, %w, %b) outs(%h) params {act = "gelu", transpose_b = true} : (!exec.buffer<4x3xf32, input>, !exec.buffer<5x3xf32, param>, !exec.buffer<5xf32, param>) -> (!exec.buffer<4x5xf32, tmp>){{$}}
+// CHECK-NEXT:      exec.launch "numpy.relu_out"(%h) outs(%r) alias = "out0_in0" : (!exec.buffer<4x5xf32, tmp>) -> (!exec.buffer<4x5xf32, tmp>)
+// CHECK-NEXT:      exec.launch "numpy.reduce_sum_out"(%r) outs(%s) params {axes = array<i64: 0>} : (!exec.buffer<4x5xf32, tmp>) -> (!exec.buffer<5xf32, tmp>){{$}}
 // CHECK-NEXT:    }
 // CHECK-NEXT:    exec.output "sum" %s : !exec.buffer<5xf32, tmp>
 func.func @kernels_params_alias(%x: tensor<4x3xf32> {aicfc.role = "input", aicfc.name = "x"},
@@ -60,8 +60,8 @@ func.func @kernels_params_alias(%x: tensor<4x3xf32> {aicfc.role = "input", aicfc
 // CHECK-NEXT:    %w1 = exec.alloc : !exec.buffer<4xf32, tmp>
 // CHECK-NEXT:    %[[OLD_W:.*]] = exec.alloc : !exec.buffer<4xf32, tmp>
 // CHECK-NEXT:    exec.graph {
-// CHECK-NEXT:      exec.launch "numpy.add"(%off, %one) outs(%o1) alias = "out0_in0"
-// CHECK-NEXT:      exec.launch "numpy.sgd_step"(%w, %g, %h, %h, %h, %c, %c) outs(%w1) alias = "sgd_pair"
+// CHECK-NEXT:      exec.launch "numpy.add_out"(%off, %one) outs(%o1) alias = "out0_in0"
+// CHECK-NEXT:      exec.launch "numpy.sgd_step_out"(%w, %g, %h, %h, %h, %c, %c) outs(%w1) alias = "sgd_pair"
 // CHECK-NEXT:      exec.copy %w -> %[[OLD_W]] : !exec.buffer<4xf32, param> -> !exec.buffer<4xf32, tmp>
 // CHECK-NEXT:      exec.copy %o1 -> %off : !exec.buffer<i64, tmp> -> !exec.buffer<i64, state>
 // CHECK-NEXT:      exec.copy %w1 -> %w : !exec.buffer<4xf32, tmp> -> !exec.buffer<4xf32, param>
@@ -107,7 +107,7 @@ func.func @swap_states(%a: tensor<2xf32> {aicfc.role = "state", aicfc.name = "a"
 
 // NumPy has no bfloat16: the op is refused with its dtype and kernel family named.
 
-// CHECK: aicfc-lower-exec.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'graph.relu' has no kernel for dtype bf16 in kernel family numpy (numpy.relu: dtype bf16 not in f16, f32, f64)
+// CHECK: aicfc-lower-exec.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'graph.relu' has no kernel for dtype bf16 in kernel family numpy (numpy.relu_out: dtype bf16 not in f32, f64; numpy.relu: dtype bf16 not in f16, f32, f64)
 func.func @no_kernel_for_dtype(%x: tensor<4xbf16> {aicfc.role = "input", aicfc.name = "x"}) -> tensor<4xbf16> {
   %y = graph.relu %x : tensor<4xbf16>
   func.return %y : tensor<4xbf16>

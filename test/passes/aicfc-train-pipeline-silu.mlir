@@ -8,9 +8,9 @@
 // where cuBLASLt runs a Linear + ReLU, the fused SiLU layer runs on our 128-tile GEMM.
 
 // CHECK-LABEL: exec.program @train_step
-// CHECK:       exec.launch "numpy.gemm_epilogue"(%x, %w1, %b1) outs(%h, %z) params {act = "silu", transpose_b = true}
+// CHECK:       exec.launch "numpy.gemm_epilogue_out"(%x, %w1, %b1) outs(%h, %z) params {act = "silu", transpose_b = true}
 // CHECK-NOT:   numpy.silu
-// CHECK:       exec.launch "numpy.epilogue_grad"(%dh, %z) outs(%{{.*}}, %db1) params {act = "silu"}
+// CHECK:       exec.launch "numpy.epilogue_grad_out"(%dh, %z) outs(%{{.*}}, %db1) params {act = "silu"}
 // CHECK-NOT:   numpy.silu_grad
 // CHECK:       exec.output "loss" %loss
 

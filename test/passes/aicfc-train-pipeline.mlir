@@ -13,16 +13,16 @@
 // CHECK-DAG:  %m = exec.buffer "fc.weight.exp_avg" : !exec.buffer<2x3xf32, state>
 // CHECK:      exec.graph {
 // The forward matmul + bias_add became one fused launch.
-// CHECK:      exec.launch "numpy.gemm_epilogue"(%x, %w, %b)
+// CHECK:      exec.launch "numpy.gemm_epilogue_out"(%x, %w, %b)
 // The loss, its gradient and the bias gradient (a column sum of dZ) are one fused launch.
-// CHECK:      exec.launch "numpy.cross_entropy_with_grad"(%logits, %y, %dloss) outs(%loss, %dlogits, %db)
+// CHECK:      exec.launch "numpy.cross_entropy_with_grad_out"(%logits, %y, %dloss) outs(%loss, %dlogits, %db)
 // The weight gradient is dZ^T X.
-// CHECK:      exec.launch "numpy.matmul"(%dlogits, %x) outs(%dw) params {transpose_a = true}
+// CHECK:      exec.launch "numpy.matmul_out"(%dlogits, %x) outs(%dw) params {transpose_a = true}
 // Adam writes param, exp_avg, exp_avg_sq and step in place: outputs are the input buffers
 // (after them it reads the hyperparameters and the grad_scale and apply scalars).
-// CHECK:      exec.launch "numpy.adam_step"(%w, %dw, %m, %v, %s, {{.*}}) outs(%w, %m, %v, %s)
+// CHECK:      exec.launch "numpy.adam_step_out"(%w, %dw, %m, %v, %s, {{.*}}) outs(%w, %m, %v, %s)
 // CHECK-SAME: alias = "adam_triplet"
-// CHECK:      exec.launch "numpy.adam_step"(%b, %db, %bm, %bv, %bs, {{.*}}) outs(%b, %bm, %bv, %bs)
+// CHECK:      exec.launch "numpy.adam_step_out"(%b, %db, %bm, %bv, %bs, {{.*}}) outs(%b, %bm, %bv, %bs)
 // In place, nothing is copied back.
 // CHECK-NOT:  exec.copy
 // CHECK:      exec.output "loss" %loss
@@ -31,7 +31,7 @@
 
 // With inplace=false the updates write fresh buffers that are copied back.
 // NOINPLACE-LABEL: exec.program @train_step
-// NOINPLACE:       exec.launch "numpy.adam_step"(%w, %dw, %m, %v, %s, {{.*}}) outs(%w1, %m1, %v1, %s1)
+// NOINPLACE:       exec.launch "numpy.adam_step_out"(%w, %dw, %m, %v, %s, {{.*}}) outs(%w1, %m1, %v1, %s1)
 // NOINPLACE:       exec.copy %w1 -> %w
 // NOINPLACE-NEXT:  exec.copy %m1 -> %m
 // NOINPLACE-NEXT:  exec.copy %v1 -> %v

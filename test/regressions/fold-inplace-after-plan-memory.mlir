@@ -13,7 +13,7 @@
 // PLAN: %t = exec.alloc offset = 0 :
 // PLAN: %r = exec.alloc offset = 256 :
 // PLAN: %g = exec.alloc offset = 0 :
-// PLAN: exec.launch "numpy.relu"(%t) outs(%r)
+// PLAN: exec.launch "numpy.relu_out"(%t) outs(%r)
 func.func @dont_fold_into_a_planned_buffer(%x: tensor<64xf32> {aicfc.role = "input", aicfc.name = "x"}) -> (tensor<64xf32> {aicfc.name = "a"}, tensor<64xf32> {aicfc.name = "b"}) {
   %t = graph.tanh %x : tensor<64xf32>
   %r = graph.relu %t : tensor<64xf32>

@@ -229,7 +229,7 @@ STAGE_MARKERS = {
     "fused-backward": (["autodiff.epilogue_grad"], ["autodiff.relu_grad"]),
     "canonical": (["autodiff.adam_step"], ["autodiff.backward"]),
     "exec": (["exec.program @train_step", "exec.copy"], ["func.func"]),
-    "inplace": (['exec.launch "numpy.adam_step"'], ["exec.copy"]),
+    "inplace": (['exec.launch "numpy.adam_step_out"'], ["exec.copy"]),
     "planned": (["exec.program @train_step arena"], ["func.func"]),
 }
 

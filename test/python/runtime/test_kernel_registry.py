@@ -1,4 +1,5 @@
-"""The kernel registry: plain data, one NumPy kernel per reference op, extensible by data."""
+"""The kernel registry: plain data, one NumPy reference kernel per reference op (and `_out`
+kernels beside them), extensible by data."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ def test_every_reference_op_has_a_numpy_kernel_named_after_it():
 def test_numpy_kernels_cover_exactly_the_reference_ops_and_copy():
     ops = {k.op for k in registry.REGISTRY if k.family == "numpy"}
     assert ops == {cls.name for cls in REFERENCE} | {"exec.copy"}
+    for k in registry.NUMPY_KERNELS:
+        assert k.launcher is None and "reference" in k.flags
 
 
 def test_each_numpy_kernel_runs_the_reference_of_its_op_class():
@@ -38,10 +41,19 @@ def test_each_numpy_kernel_runs_the_reference_of_its_op_class():
 
 
 def test_candidates_filter_by_op_backend_and_dtype():
-    assert [k.name for k in candidates("graph.relu", "numpy", "f32")] == ["numpy.relu"]
+    # the `_out` kernel first (priority 10), then the reference
+    assert [k.name for k in candidates("graph.relu", "numpy", "f32")] == [
+        "numpy.relu_out",
+        "numpy.relu",
+    ]
+    assert [k.name for k in candidates("graph.relu", "numpy", "f16")] == ["numpy.relu"]
     assert candidates("graph.relu", "numpy", "bf16") == []
     assert candidates("graph.relu", "tpu") == []
-    assert [k.name for k in candidates("graph.add", "numpy", "i64")] == ["numpy.add"]
+    assert [k.name for k in candidates("graph.add", "numpy", "i64")] == [
+        "numpy.add_out",
+        "numpy.add",
+    ]
+    assert [k.name for k in candidates("graph.softmax", "numpy", "f32")] == ["numpy.softmax"]
     assert candidates("graph.matmul", "numpy", "i64") == []
 
 
@@ -88,7 +100,10 @@ def test_unknown_kernel_is_named():
         ({"launcher": None}, "needs its launcher as '<module>:<function>', got None"),
         ({"launcher": "x.launch"}, "needs its launcher as '<module>:<function>', got 'x.launch'"),
         ({"launcher": "gemm:launch"}, "launcher of a x.cu kernel lives in module 'x'"),
-        ({"name": "numpy.x", "family": "numpy"}, "NumPy kernel runs the reference and has no"),
+        (
+            {"name": "numpy.x", "family": "numpy", "launcher": "gemm.matmul"},
+            "a NumPy kernel names its launcher as '<module>:<function>', got 'gemm.matmul'",
+        ),
     ],
 )
 def test_malformed_specs_are_refused_at_definition(kwargs, message):
@@ -134,7 +149,7 @@ def test_extension_module_joins_the_registry_by_data(monkeypatch):
     table = registry._aggregate()
     names = [k.name for k in table]
     assert "cuda.relu_f32" in names and "numpy.relu" in names
-    assert len(table) == len(registry.NUMPY_KERNELS) + 1
+    assert len(table) == len(registry.NUMPY_KERNELS) + 1  # no numpy `_out` kernels either
 
 
 def test_extension_with_a_duplicate_name_is_an_error(monkeypatch):

@@ -97,7 +97,9 @@ def test_param_is_the_same_array_object_and_updated_in_place(rng, fold):
 
 def test_folded_program_writes_the_param_buffer_directly():
     program = exec_programs(TRAIN)["train_step"]
-    sgd = [op for op in ex.launches(program) if getattr(op, "kernel_name", "") == "numpy.sgd_step"]
+    sgd = [
+        op for op in ex.launches(program) if getattr(op, "kernel_name", "") == "numpy.sgd_step_out"
+    ]
     assert len(sgd) == 2
     for launch in sgd:
         assert launch.outputs[0] is launch.inputs[0]
@@ -201,7 +203,7 @@ def test_a_failing_kernel_is_named_with_its_location_and_operand_shapes():
     msg = str(e.value)
     assert "@ce (<input>:5:" in msg
     assert (
-        'kernel "numpy.cross_entropy" failed on (float32[4, 3], int32[4]): ValueError: '
+        'kernel "numpy.cross_entropy_out" failed on (float32[4, 3], int32[4]): ValueError: '
         "labels must be in [0, 3) for 3 classes, got values from 0 to 7"
     ) in msg
 

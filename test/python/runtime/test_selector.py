@@ -202,7 +202,9 @@ def test_malformed_autotune_file_is_ignored_with_one_warning_naming_it(tmp_path)
     assert AutotuneCache(tmp_path / "missing.json").entries == {}
 
 
-def test_numpy_selection_of_every_float_op_is_its_reference_kernel():
+def test_numpy_selection_prefers_the_out_kernel_and_falls_back_to_the_reference():
     p = Problem("graph.gemm_epilogue", "f64", ((4, 3), (3, 5), (5,)), ((4, 5),), ("f64",) * 3)
     chosen = select(p, "numpy")
-    assert chosen.spec.name == "numpy.gemm_epilogue" and chosen.source == "rules"
+    assert chosen.spec.name == "numpy.gemm_epilogue_out" and chosen.source == "rules"
+    half = Problem("graph.gemm_epilogue", "f16", ((4, 3), (3, 5), (5,)), ((4, 5),), ("f16",) * 3)
+    assert select(half, "numpy").spec.name == "numpy.gemm_epilogue"

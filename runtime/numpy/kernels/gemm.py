@@ -1,0 +1,87 @@
+"""Matrix products: matmul and the GEMM epilogue, written into their planned destination.
+
+`np.matmul(a, b, out=y)` hands BLAS (sgemm/dgemm) the destination buffer itself;
+a transposed operand is a view (`a.T`), which BLAS reads as a transposed matrix,
+never a copy. The epilogue then adds the bias and applies the activation in place
+on that buffer, in the reference's order (product, + bias, act), so the results
+are bitwise the reference's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aicfc.runtime.numpy.kernels.common import (
+    Arrays,
+    Params,
+    Scratch,
+    Step,
+    Unsupported,
+    expect,
+    is_float,
+    param,
+    same_layout,
+)
+from aicfc.runtime.numpy.kernels.elementwise import ACTIVATIONS
+
+
+def operands(ins: Arrays, params: Params) -> tuple[np.ndarray, np.ndarray]:
+    """op(A) [M, K] and op(B) [K, N] as views (transpose_a/transpose_b: `.T`)."""
+    a, b = ins[0], ins[1]
+    if a.ndim != 2 or b.ndim != 2:
+        raise Unsupported(f"operands of rank {a.ndim} and {b.ndim} (the kernel takes matrices)")
+    if a.dtype != b.dtype:
+        raise Unsupported(f"operands of dtypes {a.dtype} and {b.dtype}")
+    is_float(a)
+    a = a.T if param(params, "transpose_a") else a
+    b = b.T if param(params, "transpose_b") else b
+    if a.shape[1] != b.shape[0]:
+        raise Unsupported(f"op(A) {list(a.shape)} and op(B) {list(b.shape)} do not chain")
+    return a, b
+
+
+def matmul(ins: Arrays, outs: Arrays, params: Params, scratch: Scratch) -> Step:
+    """Y = op(A) op(B)."""
+    expect(ins, 2, "inputs")
+    expect(outs, 1, "outputs")
+    a, b = operands(ins, params)
+    (y,) = outs
+    same_layout(y, (a.shape[0], b.shape[1]), a.dtype, "the product")
+
+    def step() -> None:
+        np.matmul(a, b, out=y)
+
+    return step
+
+
+def gemm_epilogue(ins: Arrays, outs: Arrays, params: Params, scratch: Scratch) -> Step:
+    """Z = op(A) op(B) + bias, Y = act(Z); outputs (Y) or (Y, Z)."""
+    expect(ins, (2, 3), "inputs")
+    expect(outs, (1, 2), "outputs")
+    a, b = operands(ins, params)
+    shape = (a.shape[0], b.shape[1])
+    bias = ins[2] if len(ins) == 3 else None
+    if bias is not None:
+        same_layout(bias, shape[1:], a.dtype, "the bias")
+    for k, out in enumerate(outs):
+        same_layout(out, shape, a.dtype, f"result #{k}")
+    act = str(param(params, "act"))
+    if act not in ACTIVATIONS:
+        raise Unsupported(f"act={act!r}")
+    y = outs[0]
+    z = outs[1] if len(outs) == 2 else y  # without a Z output, Y is activated in place
+    activate = ACTIVATIONS[act](z, y, scratch)
+    if bias is None:
+
+        def product() -> None:
+            np.matmul(a, b, out=z)
+            activate()
+
+        return product
+
+    def product_bias() -> None:
+        np.matmul(a, b, out=z)
+        np.add(z, bias, out=z)
+        activate()
+
+    return product_bias
