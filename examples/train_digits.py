@@ -123,16 +123,7 @@ def positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
 
 def make_schedule(kind: str, updates: int) -> lr_scheduler.LRScheduler | None:
     """None (constant lr) or warm-up over 5% of `updates` then cosine to 0."""
-    if kind == "constant":
-        return None
-    warmup = max(1, updates // 20)
-    return lr_scheduler.SequentialLR(
-        [
-            lr_scheduler.LinearLR(start_factor=0.01, total_iters=warmup),
-            lr_scheduler.CosineAnnealingLR(T_max=max(1, updates - warmup)),
-        ],
-        milestones=[warmup],
-    )
+    return None if kind == "constant" else lr_scheduler.warmup_cosine(updates, 0.05)
 
 
 def plot_curves(path: str, train: list[float], held_out: list[float], lrs: list[float]) -> None:

@@ -193,6 +193,25 @@ class SequentialLR(LRScheduler):
         return self.milestones_
 
 
+def warmup_cosine(updates: int, warmup_fraction: float = 0.05) -> SequentialLR:
+    """The common transformer recipe over `updates` optimizer updates: the lr rises linearly
+    from 1% of the base lr over the first `warmup_fraction` of them (at least one), then
+    follows a cosine to 0 (LinearLR then CosineAnnealingLR in a SequentialLR). Raises
+    ValueError for updates < 1 or a fraction outside [0, 1)."""
+    if isinstance(updates, bool) or not isinstance(updates, int) or updates < 1:
+        raise ValueError(f"warmup_cosine: updates must be an integer >= 1, got {updates!r}")
+    if not 0.0 <= warmup_fraction < 1.0:
+        raise ValueError(f"warmup_cosine: warmup_fraction must be in [0, 1), got {warmup_fraction}")
+    warmup = max(1, int(updates * warmup_fraction))
+    return SequentialLR(
+        [
+            LinearLR(start_factor=0.01, total_iters=warmup),
+            CosineAnnealingLR(T_max=max(1, updates - warmup)),
+        ],
+        milestones=[warmup],
+    )
+
+
 def LambdaLR(*args: Any, **kwargs: Any) -> NoReturn:
     """Not offered: see the module docstring."""
     raise NotImplementedError(
@@ -216,4 +235,5 @@ __all__ = [
     "MultiplicativeLR",
     "SequentialLR",
     "StepLR",
+    "warmup_cosine",
 ]
