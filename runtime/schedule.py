@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from aicfc.runtime.plan import CopyStep, ExecPlan, LaunchStep
+from aicfc.runtime.plan import ExecPlan, PlanStep
 
 ARENA = "arena"
 """The memory space of planned tmp buffers (exec.alloc with an offset)."""
@@ -102,11 +102,10 @@ def buffer_regions(plan: ExecPlan) -> tuple[Region, ...]:
     return tuple(out)
 
 
-def step_access(step: LaunchStep | CopyStep, regions: Sequence[Region]) -> Access:
-    """The regions that one exec step reads (its inputs, a copy's source) and writes."""
-    if isinstance(step, CopyStep):
-        return Access((regions[step.source],), (regions[step.dest],))
-    return Access(tuple(regions[i] for i in step.inputs), tuple(regions[o] for o in step.outputs))
+def step_access(step: PlanStep, regions: Sequence[Region]) -> Access:
+    """The regions that one exec step reads (its inputs, a copy's source, a collective's
+    tensors) and writes (its outputs, a copy's dest, a collective's tensors and bucket)."""
+    return Access(tuple(regions[i] for i in step.reads()), tuple(regions[o] for o in step.writes()))
 
 
 def plan_accesses(plan: ExecPlan) -> list[Access]:

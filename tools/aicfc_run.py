@@ -65,7 +65,7 @@ from aicfc.ir import IRError, parse_module
 from aicfc.runtime import registry
 from aicfc.runtime.errors import ExecError
 from aicfc.runtime.files import WriteError, atomic_write
-from aicfc.runtime.plan import BufferSpec, CopyStep
+from aicfc.runtime.plan import BufferSpec
 from aicfc.tools.cli import (
     EXIT_ERROR,
     EXIT_INTERNAL,
@@ -210,8 +210,7 @@ def updates_state(loaded: LoadedFunction) -> bool:
     plan = loaded.executable.plan
     stored = {b.slot for b in loaded.stored}
     for s in plan.steps:
-        written = (s.dest,) if isinstance(s, CopyStep) else s.outputs
-        if stored.intersection(written):
+        if stored.intersection(s.writes()):
             return True
     return False
 
