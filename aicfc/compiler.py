@@ -6,11 +6,16 @@ bound as the attribute `aicfc.compile` on import and hide the function.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aicfc.backends import resolve_backend
 from aicfc.builder import LOSSES
 from aicfc.nn import Module
 from aicfc.optim import Adam, Optimizer
 from aicfc.program import Program
+
+if TYPE_CHECKING:
+    from aicfc.distributed import DataParallel
 
 
 def compile(
@@ -20,6 +25,7 @@ def compile(
     backend: str = "auto",
     inplace: bool = True,
     tf32: bool = False,
+    data_parallel: bool | DataParallel = False,
 ) -> Program:
     """Compile `model` for training with `loss` and `optimizer` on `backend`.
 
@@ -38,6 +44,12 @@ def compile(
     tf32:      allow TF32 tensor-core GEMMs on the cupy backend (about 1e-3 relative
                error, several times faster on large layers); False (default) keeps
                every product strict fp32. The numpy backend is strict fp32 either way.
+    data_parallel: True trains data-parallel across the processes of `aicfc-launch` (their
+               environment: RANK, WORLD_SIZE, LOCAL_RANK, AICFC_RENDEZVOUS), the cupy
+               backend on GPU LOCAL_RANK with NCCL, the numpy one with a FileCommunicator;
+               an aicfc.distributed.DataParallel gives the communicator or bucket size.
+               Parameters are broadcast from rank 0; feed each rank its shard
+               (aicfc.distributed.shard). docs/api.md, "Data-parallel training".
 
     Nothing is lowered yet: each function is built and compiled at its first
     call with a new batch shape (see Program). Raises ValueError for an
@@ -56,7 +68,20 @@ def compile(
             f"compile: optimizer must be an aicfc.optim optimizer (Adam, AdamW, SGD), "
             f"got {type(optimizer).__name__}"
         )
-    runtime, reason = resolve_backend(backend)
+    dp = None
+    if data_parallel is not False:
+        from aicfc.distributed import setup_backend
+
+        runtime, reason, dp = setup_backend(backend, data_parallel)
+    else:
+        runtime, reason = resolve_backend(backend)
     return Program(
-        model, loss, optimizer, runtime, inplace=inplace, tf32=tf32, backend_reason=reason
+        model,
+        loss,
+        optimizer,
+        runtime,
+        inplace=inplace,
+        tf32=tf32,
+        backend_reason=reason,
+        data_parallel=dp,
     )

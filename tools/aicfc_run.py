@@ -209,10 +209,7 @@ def updates_state(loaded: LoadedFunction) -> bool:
     """True if the program writes a param or state buffer (it is a train step)."""
     plan = loaded.executable.plan
     stored = {b.slot for b in loaded.stored}
-    for s in plan.steps:
-        if stored.intersection(s.writes()):
-            return True
-    return False
+    return any(stored.intersection(s.writes()) for s in plan.steps)
 
 
 def _summary(loaded: LoadedFunction, made: list[str]) -> str:

@@ -158,6 +158,6 @@ def test_a_replica_that_fails_releases_the_others_with_its_error() -> None:
 def test_a_rank_that_never_arrives_times_out_naming_it() -> None:
     group = ThreadGroup(2, timeout=0.2)
     with pytest.raises(
-        CollectiveError, match="rank 0: all_reduce #1: rank 1 did not arrive within 0.2 s"
+        CollectiveError, match=r"rank 0: all_reduce #1: rank 1 did not arrive within 0\.2 s"
     ):
         group.communicators[0].all_reduce(np.zeros(4, np.float32), "mean")
