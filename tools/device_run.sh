@@ -7,7 +7,8 @@
 # compile test), gemm (tools/bench_gemm.py), small (bench_gemm.py --small: the small
 # train step's products, graph-timed), profile (bench_train_step.py --profile),
 # tkernels (test/python/gpu/bench_transformer_kernels.py), train (tools/bench_train_step.py; `train:--configs=small` passes arguments,
-# separated by '+'; `train.NAME:...` is another train run, logged as train.NAME.*).
+# separated by '+'; `train.NAME:...` is another train run, logged as train.NAME.*), dp
+# (tools/bench_data_parallel.py: the data-parallel scaling table; needs 2+ GPUs and NCCL).
 # Needs the wheels of ../shared/tools/device-wheels.sh in .whl (xdsl, nvmath-python).
 # TESTS_TIMEOUT / TRAIN_TIMEOUT (seconds) bound those two stages.
 set -uo pipefail
@@ -54,6 +55,10 @@ for stage in "$@"; do
     train | train.*)
         timeout "${TRAIN_TIMEOUT:-560}" python3 tools/bench_train_step.py --json "$OUT/$name.json" $args 2>&1 \
             | tee "$OUT/$name.log" | grep -v "^\[" | tail -80
+        ;;
+    dp)
+        NCCL_NVLS_ENABLE=0 timeout 560 python3 tools/bench_data_parallel.py --json "$OUT/dp.json" $args \
+            2>&1 | tee "$OUT/dp.log"
         ;;
     *) echo "unknown stage $stage" ;;
     esac
