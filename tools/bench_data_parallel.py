@@ -41,20 +41,13 @@ def worker(config: str, single: bool, out: str, bucket_mb: float) -> int:
     all-reduce alone; rank 0 writes the result as JSON to `out`."""
     import cupy
 
-    from aicfc import distributed, nn, optim
+    from aicfc import distributed, optim
     from aicfc.program import Program
     from aicfc.runtime.plan import CollectiveStep
-    from aicfc.tools.bench_train_step import CONFIGS, LR, cupy_timer, init_weights, steps_for
+    from aicfc.tools.bench_train_step import CONFIGS, LR, cupy_timer, mlp_model, steps_for
 
     batch, widths = CONFIGS[config]
-    layers: list[Any] = []
-    for i, (w, b) in enumerate(init_weights(widths)):
-        lin = nn.Linear(w.shape[1], w.shape[0])
-        lin.load_state_dict({"weight": w, "bias": b})
-        layers.append(lin)
-        if i < len(widths) - 2:
-            layers.append(nn.ReLU())
-    model = nn.Sequential(*layers)
+    model = mlp_model(widths)
     if single:
         from aicfc.runtime.cuda.backend import CupyBackend
 

@@ -25,6 +25,17 @@ from aicfc import distributed, nn, optim
 IN, HIDDEN, CLASSES = 12, 32, 5
 
 
+def make_model(seed: int) -> nn.Module:
+    rng = np.random.default_rng(seed)
+    return nn.Sequential(
+        nn.Linear(IN, HIDDEN, rng=rng),
+        nn.ReLU(),
+        nn.Linear(HIDDEN, HIDDEN, rng=rng),
+        nn.GELU(),
+        nn.Linear(HIDDEN, CLASSES, rng=rng),
+    )
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--backend", default="numpy")
@@ -38,23 +49,8 @@ def main() -> int:
     args = p.parse_args()
     rank = 0 if args.single else int(os.environ["RANK"])
     world = 1 if args.single else int(os.environ["WORLD_SIZE"])
-    rng = np.random.default_rng(0 if args.single else 100 + rank)  # differs per rank
-    model = nn.Sequential(
-        nn.Linear(IN, HIDDEN, rng=rng),
-        nn.ReLU(),
-        nn.Linear(HIDDEN, HIDDEN, rng=rng),
-        nn.GELU(),
-        nn.Linear(HIDDEN, CLASSES, rng=rng),
-    )
-    if args.single:  # the reference starts from what rank 0 of a launch initialises
-        rng = np.random.default_rng(100)
-        model = nn.Sequential(
-            nn.Linear(IN, HIDDEN, rng=rng),
-            nn.ReLU(),
-            nn.Linear(HIDDEN, HIDDEN, rng=rng),
-            nn.GELU(),
-            nn.Linear(HIDDEN, CLASSES, rng=rng),
-        )
+    # Each rank initialises differently; the reference starts from rank 0's weights.
+    model = make_model(100 + rank)
     dp: bool | distributed.DataParallel = (
         False if args.single else distributed.DataParallel(bucket_mb=args.bucket_mb)
     )

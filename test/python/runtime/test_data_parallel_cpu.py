@@ -23,11 +23,11 @@ from aicfc.runtime.collectives import CollectiveError, ThreadGroup, reduce_array
 from aicfc.runtime.errors import ExecError
 from aicfc.runtime.numpy.backend import NumpyBackend
 from aicfc.runtime.numpy.replicas import Replicas
+from distributed_worker import CLASSES, IN, make_model
 from support import rel_err
 
 STEPS = 20
 SHARD = 8
-IN, HIDDEN, CLASSES = 12, 32, 5
 TOL = 5e-6
 """max|replicas - single| / max|single| over every param after 20 Adam steps: fp32
 rounding of gradients summed in another order, through Adam's normalisation (measured
@@ -35,14 +35,8 @@ rounding of gradients summed in another order, through Adam's normalisation (mea
 
 
 def model(seed: int = 0) -> nn.Module:
-    rng = np.random.default_rng(seed)
-    return nn.Sequential(
-        nn.Linear(IN, HIDDEN, rng=rng),
-        nn.ReLU(),
-        nn.Linear(HIDDEN, HIDDEN, rng=rng),
-        nn.GELU(),
-        nn.Linear(HIDDEN, CLASSES, rng=rng),
-    )
+    """12-32-32-5 with ReLU and GELU: the model the launched ranks train too."""
+    return make_model(seed)
 
 
 def program(
