@@ -7,6 +7,7 @@ bound as the attribute `aicfc.compile` on import and hide the function.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from aicfc.backends import resolve_backend
 from aicfc.builder import LOSSES
@@ -15,6 +16,9 @@ from aicfc.optim import Adam, Optimizer
 from aicfc.optim.lr_scheduler import LRScheduler
 from aicfc.program import Program
 from aicfc.training import TrainingOptions
+
+if TYPE_CHECKING:
+    from aicfc.distributed import DataParallel
 
 
 def compile(
@@ -30,6 +34,7 @@ def compile(
     clip_grad_norm: float | None = None,
     accumulate: int = 1,
     keep_gradients: bool = False,
+    data_parallel: bool | DataParallel = False,
 ) -> Program:
     """Compile `model` for training with `loss` and `optimizer` on `backend`.
 
@@ -58,6 +63,12 @@ def compile(
     accumulate: micro-batches per optimizer update (gradient accumulation; each `step`
                is one micro-batch, every k-th applies the mean gradient).
     keep_gradients: keep each parameter's gradient for `Program.gradients()`.
+    data_parallel: True trains data-parallel across the processes of `aicfc-launch` (their
+               environment: RANK, WORLD_SIZE, LOCAL_RANK, AICFC_RENDEZVOUS), the cupy
+               backend on GPU LOCAL_RANK with NCCL, the numpy one with a FileCommunicator;
+               an aicfc.distributed.DataParallel gives the communicator or bucket size.
+               Parameters are broadcast from rank 0; feed each rank its shard
+               (aicfc.distributed.shard). docs/api.md, "Data-parallel training".
 
     Nothing is lowered yet: each function is built and compiled at its first
     call with a new batch shape (see Program). Raises ValueError for an
@@ -77,7 +88,13 @@ def compile(
             f"got {type(optimizer).__name__}"
         )
     options = TrainingOptions(lr_scheduler, clip_grad_norm, accumulate, keep_gradients)
-    runtime, reason = resolve_backend(backend)
+    dp = None
+    if data_parallel is not False:
+        from aicfc.distributed import setup_backend
+
+        runtime, reason, dp = setup_backend(backend, data_parallel)
+    else:
+        runtime, reason = resolve_backend(backend)
     return Program(
         model,
         loss,
@@ -88,4 +105,5 @@ def compile(
         backend_reason=reason,
         cache_dir=cache_dir,
         options=options,
+        data_parallel=dp,
     )

@@ -58,7 +58,13 @@ from aicfc.optim import Optimizer
 from aicfc.optim.lr_scheduler import LRScheduler
 from aicfc.param_groups import ParamGroupView, last_epoch, replace_optimizer
 from aicfc.passes.aicfc_expand_backward import unused_wrt
-from aicfc.passes.pipelines import GRAPH_STAGE, run_steps, stage_names, train_pipeline
+from aicfc.passes.pipelines import (
+    GRAPH_STAGE,
+    run_steps,
+    stage_names,
+    train_pipeline,
+    with_data_parallel,
+)
 from aicfc.runtime.backend import Backend, Executable
 from aicfc.runtime.errors import InputError, StoreError
 from aicfc.runtime.store import BufferStore
@@ -71,6 +77,7 @@ from aicfc.training import (
 )
 
 if TYPE_CHECKING:
+    from aicfc.distributed import DataParallel
     from aicfc.measured import Thresholds
     from aicfc.passes.analysis import Report
 
@@ -220,6 +227,10 @@ class Program:
     the kernels that run. tf32: allow TF32 tensor-core GEMMs (about 1e-3 relative
     error); None keeps the backend's setting (`CupyBackend(tf32=...)`, False by
     default: strict fp32). The numpy backend computes in strict fp32 regardless.
+
+    data_parallel: an aicfc.distributed.DataParallel with its communicator: the train
+    step all-reduces its gradients (stage "data-parallel") and every param and state is
+    broadcast from rank 0 here (docs/api.md, "Data-parallel training").
     """
 
     def __init__(
@@ -233,6 +244,7 @@ class Program:
         backend_reason: str = "requested",
         cache_dir: str | os.PathLike[str] | bool | None = None,
         options: TrainingOptions | None = None,
+        data_parallel: DataParallel | None = None,
     ):
         self.model = model
         self.backend_reason = backend_reason
@@ -246,6 +258,13 @@ class Program:
             exec_options["tf32"] = tf32
         self.tf32 = bool(exec_options.get("tf32", False))
         self._steps = train_pipeline(backend.name, inplace, exec_options)
+        self.data_parallel = data_parallel
+        comm = data_parallel.communicator if data_parallel is not None else None
+        if data_parallel is not None:
+            if comm is None or backend.communicator not in (None, comm):
+                raise ValueError("Program: data_parallel needs its communicator, the backend's")
+            backend.communicator = comm
+            self._steps = with_data_parallel(self._steps, comm.world_size, data_parallel.bucket_mb)
         self.stages: tuple[str, ...] = stage_names(self._steps)
         folder = cache_folder(cache_dir)
         self.compile_cache: CompileCache | None = CompileCache(folder) if folder else None
@@ -271,6 +290,10 @@ class Program:
             role = "param" if name in params else "state"
             self.store.declare(name, value.shape, value.dtype, role)
         self.store.load_state_dict(init)
+        if comm is not None:  # the ranks start equal, whatever each one initialised
+            from aicfc.distributed import broadcast_store
+
+            broadcast_store(self.store, comm, backend)
         self._compiled: dict[tuple[Any, ...], CompiledFunction] = {}
         self._last_outputs: dict[str, Any] = {}
         self._output_shapes: dict[tuple[int, ...], tuple[int, ...]] = {}

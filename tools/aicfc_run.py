@@ -68,7 +68,7 @@ from aicfc.ir import IRError, parse_module
 from aicfc.runtime import registry
 from aicfc.runtime.errors import ExecError
 from aicfc.runtime.files import WriteError, atomic_write
-from aicfc.runtime.plan import BufferSpec, CopyStep
+from aicfc.runtime.plan import BufferSpec
 from aicfc.tools.cli import (
     EXIT_ERROR,
     EXIT_INTERNAL,
@@ -242,11 +242,7 @@ def updates_state(loaded: LoadedFunction) -> bool:
     """True if the program writes a param or state buffer (it is a train step)."""
     plan = loaded.executable.plan
     stored = {b.slot for b in loaded.stored}
-    for s in plan.steps:
-        written = (s.dest,) if isinstance(s, CopyStep) else s.outputs
-        if stored.intersection(written):
-            return True
-    return False
+    return any(stored.intersection(s.writes()) for s in plan.steps)
 
 
 def _summary(loaded: LoadedFunction, made: list[str]) -> str:

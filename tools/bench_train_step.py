@@ -199,9 +199,19 @@ def aicfc_program(
     streams: int = 4,
     options: Any = None,
 ) -> Any:
-    from aicfc import nn, optim
+    from aicfc import optim
     from aicfc.program import Program
     from aicfc.runtime.cuda.backend import CupyBackend
+
+    backend = CupyBackend(
+        graph=graph, tf32=tf32, autotune_cache=autotune_cache, graph_streams=streams
+    )
+    return Program(mlp_model(widths), "cross_entropy", optim.Adam(lr=LR), backend, options=options)
+
+
+def mlp_model(widths: tuple[int, ...]) -> Any:
+    """The config's aicfc.nn MLP (Linear, ReLU between) with `init_weights`' weights."""
+    from aicfc import nn
 
     layers: list[Any] = []
     for i, (w, b) in enumerate(init_weights(widths)):
@@ -210,12 +220,7 @@ def aicfc_program(
         layers.append(lin)
         if i < len(widths) - 2:
             layers.append(nn.ReLU())
-    backend = CupyBackend(
-        graph=graph, tf32=tf32, autotune_cache=autotune_cache, graph_streams=streams
-    )
-    return Program(
-        nn.Sequential(*layers), "cross_entropy", optim.Adam(lr=LR), backend, options=options
-    )
+    return nn.Sequential(*layers)
 
 
 def bench_aicfc(

@@ -33,7 +33,7 @@ exec.program @buffer_name_twice {
 
 // -----
 
-// CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:1: error: exec.program @op_at_program_level: exec.copy is not allowed at program level (only exec.buffer, exec.alloc, exec.constant, exec.graph, exec.output)
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:1: error: exec.program @op_at_program_level: exec.copy is not allowed at program level (only exec.buffer, exec.alloc, exec.constant, exec.communicator, exec.graph, exec.output)
 exec.program @op_at_program_level {
   %a = exec.alloc : !exec.buffer<4xf32, tmp>
   %b = exec.alloc : !exec.buffer<4xf32, tmp>
@@ -114,7 +114,7 @@ exec.program @constant_type {
 // -----
 
 exec.program @alloc_inside_graph {
-  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: exec.graph: exec.alloc is not allowed inside the capture region (only exec.launch and exec.copy)
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: exec.graph: exec.alloc is not allowed inside the capture region (only exec.launch, exec.copy and exec.all_reduce)
   exec.graph {
     %a = exec.alloc : !exec.buffer<4xf32, tmp>
   }
@@ -225,4 +225,106 @@ func.func @program_inside_func() {
     }
   }
   func.return
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:1: error: exec.program @communicator_twice: communicator name "world" is declared twice
+exec.program @communicator_twice {
+  %a = exec.communicator "world" world_size = 2 : !exec.communicator
+  %b = exec.communicator "world" world_size = 2 : !exec.communicator
+  exec.graph {
+  }
+}
+
+// -----
+
+exec.program @communicator_empty {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: exec.communicator "world": world_size must be at least 1, got 0
+  %a = exec.communicator "world" world_size = 0 : !exec.communicator
+  exec.graph {
+  }
+}
+
+// -----
+
+exec.program @all_reduce_unknown_reduce {
+  %c = exec.communicator "world" world_size = 2 : !exec.communicator
+  %g = exec.alloc : !exec.buffer<4xf32, tmp>
+  %b = exec.alloc : !exec.buffer<4xf32, tmp>
+  exec.graph {
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.all_reduce: unknown reduce "max" (known: sum, mean)
+    exec.all_reduce "max" %c tensors(%g) bucket(%b) : (!exec.buffer<4xf32, tmp>) -> !exec.buffer<4xf32, tmp>
+  }
+}
+
+// -----
+
+exec.program @all_reduce_nothing {
+  %c = exec.communicator "world" world_size = 2 : !exec.communicator
+  %b = exec.alloc : !exec.buffer<4xf32, tmp>
+  exec.graph {
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.all_reduce: needs at least one tensor to reduce
+    exec.all_reduce "mean" %c tensors() bucket(%b) : () -> !exec.buffer<4xf32, tmp>
+  }
+}
+
+// -----
+
+exec.program @all_reduce_bucket_rank {
+  %c = exec.communicator "world" world_size = 2 : !exec.communicator
+  %g = exec.alloc : !exec.buffer<4xf32, tmp>
+  %b = exec.alloc : !exec.buffer<2x2xf32, tmp>
+  exec.graph {
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.all_reduce: the bucket must be a tmp buffer of rank 1, got !exec.buffer<2x2xf32, tmp>
+    exec.all_reduce "mean" %c tensors(%g) bucket(%b) : (!exec.buffer<4xf32, tmp>) -> !exec.buffer<2x2xf32, tmp>
+  }
+}
+
+// -----
+
+exec.program @all_reduce_input {
+  %c = exec.communicator "world" world_size = 2 : !exec.communicator
+  %x = exec.buffer "x" : !exec.buffer<4xf32, input>
+  %b = exec.alloc : !exec.buffer<4xf32, tmp>
+  exec.graph {
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.all_reduce: tensor #0 is the input buffer "x"; input buffers are read-only
+    exec.all_reduce "mean" %c tensors(%x) bucket(%b) : (!exec.buffer<4xf32, input>) -> !exec.buffer<4xf32, tmp>
+  }
+}
+
+// -----
+
+exec.program @all_reduce_twice {
+  %c = exec.communicator "world" world_size = 2 : !exec.communicator
+  %g = exec.alloc : !exec.buffer<4xf32, tmp>
+  %b = exec.alloc : !exec.buffer<8xf32, tmp>
+  exec.graph {
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.all_reduce: tensor #1 is passed twice (or is the bucket)
+    exec.all_reduce "mean" %c tensors(%g, %g) bucket(%b) : (!exec.buffer<4xf32, tmp>, !exec.buffer<4xf32, tmp>) -> !exec.buffer<8xf32, tmp>
+  }
+}
+
+// -----
+
+exec.program @all_reduce_dtype {
+  %c = exec.communicator "world" world_size = 2 : !exec.communicator
+  %g = exec.alloc : !exec.buffer<4xf16, tmp>
+  %b = exec.alloc : !exec.buffer<4xf32, tmp>
+  exec.graph {
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.all_reduce: tensor #0 has element type f16, the bucket f32
+    exec.all_reduce "mean" %c tensors(%g) bucket(%b) : (!exec.buffer<4xf16, tmp>) -> !exec.buffer<4xf32, tmp>
+  }
+}
+
+// -----
+
+exec.program @all_reduce_bucket_size {
+  %c = exec.communicator "world" world_size = 2 : !exec.communicator
+  %g = exec.alloc : !exec.buffer<2x3xf32, tmp>
+  %b = exec.alloc : !exec.buffer<5xf32, tmp>
+  exec.graph {
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.all_reduce: the bucket holds 5 elements, the tensors 6
+    exec.all_reduce "mean" %c tensors(%g) bucket(%b) : (!exec.buffer<2x3xf32, tmp>) -> !exec.buffer<5xf32, tmp>
+  }
 }
