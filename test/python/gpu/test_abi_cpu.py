@@ -342,6 +342,29 @@ def test_cublaslt_entries_fuse_the_epilogue_or_keep_z_then_run_our_activation():
         launches_for(spec, [x, w, b], [y], {"act": "gelu"}, CublasLtCtx())
 
 
+@pytest.mark.parametrize("prec", ["f32", "tf32"])
+@pytest.mark.parametrize("act", ["gelu", "silu"])
+def test_split_cublaslt_entries_run_the_product_and_bias_then_our_activation(act, prec):
+    """A split entry: cuBLASLt's product + bias (no activation) into Z, then our act kernel
+    from Z to Y; without Z, into Y and the activation in place on Y."""
+    spec = registry.get(f"cuda.gemm_epilogue_cublaslt_then_act_{prec}")
+    x, w, b, y, z = f(2, 8, 4), f(6, 4), f(6), f(2, 8, 6), f(2, 8, 6)
+    params = {"act": act, "transpose_b": True}
+    ctx = CublasLtCtx()
+    first, then = launches_for(spec, [x, w, b], [y, z], params, ctx)
+    assert first.name == spec.name and ctx.lt.plans == [(spec.name, z, "none", prec == "tf32")]
+    assert isinstance(then, cuda_abi.KernelLaunch) and then.name == f"cuda.{act}_f32"
+    assert then.args[:3] == (z, y, np.int64(2 * 8 * 6))
+    ctx = CublasLtCtx()
+    _, in_place = launches_for(spec, [x, w, b], [y], params, ctx)
+    assert ctx.lt.plans == [(spec.name, y, "none", prec == "tf32")]
+    assert isinstance(in_place, cuda_abi.KernelLaunch) and in_place.args[:2] == (y, y)
+    with pytest.raises(CudaKernelError, match="act none is one cuBLASLt launch"):
+        launches_for(spec, [x, w, b], [y, z], {"transpose_b": True}, CublasLtCtx())
+    with pytest.raises(CudaKernelError, match=r"Z is float32\[2, 8, 5\], 80 elements"):
+        launches_for(spec, [x, w, b], [y, f(2, 8, 5)], params, CublasLtCtx())
+
+
 def test_gemm_scalars_and_grid():
     spec = registry.get("cuda.gemm_epilogue_f32_s64_nt")
     la = launches_for(

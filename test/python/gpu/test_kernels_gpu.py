@@ -242,6 +242,39 @@ def test_gemm_epilogue_silu_in_our_kernels(family, pair):
     assert rel_err(z, ref_z) < tol and rel_err(y, ref_y) < tol
 
 
+@pytest.mark.parametrize("keep_z", [True, False], ids=["with_z", "in_place"])
+@pytest.mark.parametrize("act", ["gelu", "silu"])
+@pytest.mark.parametrize("prec", ["f32", "tf32"])
+@pytest.mark.parametrize(
+    ("a_shape", "n", "pair"),
+    [((8, 256, 384), 1536, "nt"), ((67, 131), 48, "nn"), ((67, 131), 48, "tt")],
+    ids=["gpt_mlp", "ragged_nn", "ragged_tt"],
+)
+def test_split_cublaslt_entry_against_numpy(a_shape, n, pair, prec, act, keep_z):
+    """cuBLASLt's product + bias, then our exact GELU / SiLU kernel: Y and Z (or Y alone, the
+    activation in place) against the float64 reference. gpt_mlp is nanogpt-char's c_fc on a
+    batch of 8 ([8, 256, 384] x [1536, 384]^T, A of rank 3 folded into M = 2048)."""
+    k = a_shape[-1]
+    rng = np.random.default_rng(len(a_shape) * 1000 + n + k + 7 * len(act))
+    ta, tb = PAIRS[pair]
+    m = int(np.prod(a_shape[:-1]))
+    a, b, bias = randn(rng, m, k), randn(rng, k, n), randn(rng, n)
+    a_in = a.reshape(a_shape) if len(a_shape) > 2 else stored(a, ta)
+    outs = [((*a_shape[:-1], n), np.float32)] * (2 if keep_z else 1)
+    got = launch(
+        f"cuda.gemm_epilogue_cublaslt_then_act_{prec}",
+        [a_in, stored(b, tb), bias],
+        outs,
+        {"act": act, "transpose_a": ta, "transpose_b": tb},
+        repeat=2,  # in place: a second run recomputes Z into Y before the activation
+    )
+    ref_y, ref_z = reference.gemm_epilogue(a.astype(F64), b.astype(F64), bias.astype(F64), act=act)
+    tol = TF32_TOL if prec == "tf32" else F32_TOL
+    assert rel_err(got[0].reshape(m, n), ref_y) < tol
+    if keep_z:
+        assert rel_err(got[1].reshape(m, n), ref_z) < tol
+
+
 # --- backward epilogue, reductions, losses ---------------------------------
 
 
