@@ -443,9 +443,18 @@ _REDUCTIONS = [
         "autodiff.epilogue_grad",
         "reduce.cu",
         "aicfc_epilogue_grad_f32",
-        (("M", "int32_t"), ("N", "int32_t"), ("act", "int32_t")),
-        flags=("fused",),
+        (("M", "int32_t"), ("N", "int32_t"), ("act", "int32_t"), ("rows", "int32_t")),
+        flags=("fused", "workspace"),  # the row chunks' partial column sums
         constraints=Constraints(activations=EPILOGUE_ACTIVATIONS),
+        launcher="launch_epilogue_grad",
+    ),
+    _k(
+        "sum_partials_f32",
+        "autodiff.epilogue_grad",
+        "reduce.cu",
+        "aicfc_sum_partials_f32",
+        (("chunks", "int32_t"), ("N", "int32_t")),
+        flags=("auxiliary",),  # epilogue_grad's second stage, where its rows were split
         launcher="launch_epilogue_grad",
     ),
     _k(

@@ -365,6 +365,34 @@ def test_split_cublaslt_entries_run_the_product_and_bias_then_our_activation(act
         launches_for(spec, [x, w, b], [y, f(2, 8, 5)], params, CublasLtCtx())
 
 
+@pytest.mark.parametrize(
+    ("m", "n", "chunks", "rows"),
+    [(16384, 1536, 11, 1504), (2048, 512, 16, 128), (37, 45, 1, 64), (600, 45, 4, 160)],
+    ids=["nanogpt_mlp", "gpt_tiny_mlp", "short", "ragged"],
+)
+def test_epilogue_grad_splits_its_rows_over_the_device(m, n, chunks, rows):
+    """Chunks for ~4 blocks of 32 x 32 per SM over the N / 32 column tiles, at least 128
+    rows each (worked by hand: nanoGPT's MLP has 48 tiles, 528 / 48 = 11 chunks of 1,490
+    rows, 1,504 rounded to 32); one chunk writes dbias itself, more add a second launch."""
+    spec = registry.get("cuda.epilogue_grad_f32")
+    dbias = f(n)
+    launches = launches_for(spec, [f(m, n), f(m, n)], [f(m, n), dbias], {"act": "gelu"}, FakeCtx())
+    first = launches[0]
+    assert isinstance(first, cuda_abi.KernelLaunch)
+    assert first.grid == (-(-n // 32), chunks) and first.block == (32, 32)
+    assert first.args[4:] == (np.int32(m), np.int32(n), np.int32(2), np.int32(rows))
+    assert (chunks - 1) * rows < m <= chunks * rows
+    if chunks == 1:
+        assert len(launches) == 1 and first.args[3] is dbias
+        return
+    _, second = launches
+    partial = first.args[3]
+    assert partial is not dbias and partial.shape == (4 * chunks * n,)
+    assert isinstance(second, cuda_abi.KernelLaunch) and second.name == "cuda.sum_partials_f32"
+    assert second.args == (partial, dbias, np.int32(chunks), np.int32(n))
+    assert second.grid == (-(-n // 256),) and second.block == (256,)
+
+
 def test_gemm_scalars_and_grid():
     spec = registry.get("cuda.gemm_epilogue_f32_s64_nt")
     la = launches_for(
@@ -752,7 +780,7 @@ def test_silu_binds_its_code_in_our_gemms_and_cublaslt_refuses_it():
         {"act": "silu"},
         FakeCtx(),
     )
-    assert isinstance(eg, cuda_abi.KernelLaunch) and eg.args[-1] == np.int32(4)
+    assert isinstance(eg, cuda_abi.KernelLaunch) and eg.args[-2] == np.int32(4)  # act, rows
     lt = registry.get("cuda.gemm_epilogue_cublaslt_f32")
     assert "silu" not in (lt.constraints.activations or ())
     with pytest.raises(CudaKernelError, match="cuBLASLt runs act none or relu, not silu"):

@@ -232,6 +232,36 @@ def test_epilogue_grad_silu():
     assert rel_err(dz.array, ref_dz) < TOL and rel_err(db.array, ref_db) < TOL
 
 
+@pytest.mark.parametrize(
+    ("m", "n", "act"),
+    [(600, 45, "gelu"), (300, 70, "relu"), (1, 33, "silu")],
+    ids=["four_chunks_ragged", "two_chunks", "one_row"],
+)
+def test_epilogue_grad_over_row_chunks(m, n, act):
+    """The two stages at ragged shapes: 600 rows in 4 chunks of 160 (the last 120), N = 45
+    (a partial column tile), 300 rows in 2 chunks; one row in one chunk. Replayed twice:
+    the sums are fixed-order, so the second run is bit-identical."""
+    rng = np.random.default_rng(m + n)
+    dy = rng.standard_normal((m, n)).astype(np.float32)
+    saved = (rng.standard_normal((m, n)) * 2).astype(np.float32)
+    if act == "relu":
+        saved = np.maximum(saved, 0.0)  # relu saves its output Y >= 0
+    dz = EmuArray(np.full((m, n), np.nan, np.float32))
+    db = EmuArray(np.full(n, np.nan, np.float32))
+    ctx = EmuContext()
+    launches = run("cuda.epilogue_grad_f32", [EmuArray(dy), EmuArray(saved)], [dz, db],
+                   {"act": act}, ctx)  # fmt: skip
+    assert len(launches) == (1 if m < 256 else 2)
+    first = db.array.copy()
+    for la in launches:
+        la(NullStream())
+    assert np.array_equal(db.array, first)
+    ref_dz, ref_db = reference.epilogue_grad(
+        dy.astype(np.float64), saved.astype(np.float64), act=act
+    )
+    assert rel_err(dz.array, ref_dz) < TOL and rel_err(db.array, ref_db) < TOL
+
+
 # --- batched products (torch.matmul's batched form) -------------------------------------
 
 

@@ -292,6 +292,26 @@ def test_epilogue_grad(act):
     assert rel_err(dz, ref_dz) < F32_TOL and rel_err(db, ref_db) < F32_TOL
 
 
+@pytest.mark.parametrize("act", ["gelu", "relu"])
+@pytest.mark.parametrize(
+    ("m", "n"), [(16384, 1536), (2048, 512), (1000, 45)], ids=["nanogpt", "gpt_tiny", "ragged"]
+)
+def test_epilogue_grad_at_gpt_sizes(m, n, act):
+    """dZ and dbias of a GPT's MLP (nanogpt-char's [16384, 1536]: 11 row chunks, then the
+    chunk sums; gpt-tiny's [2048, 512]: 16) and a ragged case, against the float64
+    reference; two runs of the same launches agree bit for bit (fixed-order sums)."""
+    rng = np.random.default_rng(m + n)
+    dy, saved = randn(rng, m, n), randn(rng, m, n, scale=2.0)
+    if act == "relu":
+        saved = np.maximum(saved, 0.0)
+    outs = [((m, n), np.float32), ((n,), np.float32)]
+    dz, db = launch("cuda.epilogue_grad_f32", [dy, saved], outs, {"act": act})
+    again = launch("cuda.epilogue_grad_f32", [dy, saved], outs, {"act": act}, repeat=2)
+    ref_dz, ref_db = reference.epilogue_grad(dy.astype(F64), saved.astype(F64), act=act)
+    assert rel_err(dz, ref_dz) < F32_TOL and rel_err(db, ref_db) < F32_TOL
+    assert np.array_equal(db, again[1]) and np.array_equal(dz, again[0])
+
+
 @pytest.mark.parametrize(
     ("shape", "axes", "keepdims"),
     [
