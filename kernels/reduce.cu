@@ -13,8 +13,11 @@
 // aicfc_sum_partials_f32: out [N] = sum over c of partial [c, N], c = 0, 1, ... in order.
 //   ABI: (partial [chunks, N], out [N], int32 chunks, int32 N).
 // aicfc_reduce_sum_f32: x viewed as [outer, R, inner] -> out [outer, inner] (the
-//   reduced axes of reduce_sum are contiguous; keepdims only changes the shape).
-//   ABI: (x, out, int64 outer, int64 R, int64 inner).
+//   reduced axes of reduce_sum are contiguous; keepdims only changes the shape), R split
+//   into chunks of `rows` where inner > 1 (a bias gradient's [16384, 384] is 12 column
+//   tiles): block row y = c outer + o writes chunk c's sums to out [c, outer, inner], and
+//   aicfc_sum_partials_f32 adds the chunks (N = outer inner) as for epilogue_grad.
+//   ABI: (x, out, int64 outer, int64 R, int64 inner, int64 rows).
 //
 // All are deterministic: each sum runs in a fixed order (no atomics).
 // Column kernels: block 32 x 32 threads, column tile of 32 (coalesced 128-byte rows),
@@ -69,14 +72,15 @@ extern "C" __global__ void aicfc_sum_partials_f32(const float* __restrict__ part
   out[n] = t;
 }
 
-// Reduce over R with a contiguous inner dimension: grid (ceil(inner / 32), outer),
-// block (32, 32).
+// Reduce over R with a contiguous inner dimension: grid (ceil(inner / 32), chunks outer),
+// block (32, 32); inner == 1 takes one chunk (rows >= R).
 extern "C" __global__ void __launch_bounds__(1024)
     aicfc_reduce_sum_f32(const float* __restrict__ x, float* __restrict__ out, int64_t outer,
-                         int64_t R, int64_t inner) {
+                         int64_t R, int64_t inner, int64_t rows) {
   __shared__ float part[kRowGroups][kCols + 1];
   __shared__ float scratch[32];
-  int64_t o = blockIdx.y;
+  int64_t o = blockIdx.y % outer, c = blockIdx.y / outer;
+  int64_t begin = c * rows, end = begin + rows < R ? begin + rows : R;
   float s = 0.0f;
   if (inner == 1) {
     // Row reduction: the whole block strides over R.
@@ -96,7 +100,7 @@ extern "C" __global__ void __launch_bounds__(1024)
   int64_t i = (int64_t)blockIdx.x * kCols + threadIdx.x;
   if (i < inner) {
     const float* base = x + o * R * inner + i;
-    for (int64_t r = threadIdx.y; r < R; r += kRowGroups) s += __ldg(base + r * inner);
+    for (int64_t r = begin + threadIdx.y; r < end; r += kRowGroups) s += __ldg(base + r * inner);
   }
   part[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
@@ -104,6 +108,6 @@ extern "C" __global__ void __launch_bounds__(1024)
     float t = 0.0f;
 #pragma unroll 8
     for (int r = 0; r < kRowGroups; ++r) t += part[r][threadIdx.x];
-    out[o * inner + i] = t;
+    out[(c * outer + o) * inner + i] = t;
   }
 }

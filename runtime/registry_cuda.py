@@ -454,7 +454,7 @@ _REDUCTIONS = [
         "reduce.cu",
         "aicfc_sum_partials_f32",
         (("chunks", "int32_t"), ("N", "int32_t")),
-        flags=("auxiliary",),  # epilogue_grad's second stage, where its rows were split
+        flags=("auxiliary",),  # the second stage of epilogue_grad and reduce_sum over row chunks
         launcher="launch_epilogue_grad",
     ),
     _k(
@@ -462,7 +462,8 @@ _REDUCTIONS = [
         "graph.reduce_sum",
         "reduce.cu",
         "aicfc_reduce_sum_f32",
-        (("outer", "int64_t"), ("R", "int64_t"), ("inner", "int64_t")),
+        (("outer", "int64_t"), ("R", "int64_t"), ("inner", "int64_t"), ("rows", "int64_t")),
+        flags=("workspace",),  # the row chunks' partial sums
         launcher="launch_reduce_sum",
     ),
 ]

@@ -40,7 +40,13 @@ def epilogue_grad_plan(m: int, n: int, sm_count: int) -> tuple[int, int]:
     multiple of 32, the last one shorter), enough for BLOCKS_PER_SM blocks a multiprocessor
     over the ceil(N / 32) column tiles, none under EPILOGUE_GRAD_MIN_ROWS rows; one chunk
     where M is short or the column tiles fill the device."""
-    want = max(1, cdiv(BLOCKS_PER_SM * sm_count, cdiv(n, 32)))
+    return row_chunks(m, cdiv(n, 32), sm_count)
+
+
+def row_chunks(m: int, tiles: int, sm_count: int) -> tuple[int, int]:
+    """(chunks, rows) of a column reduction over `m` rows with `tiles` blocks a chunk
+    (`epilogue_grad_plan`; reduce_sum's blocks are its outer rows times its column tiles)."""
+    want = max(1, cdiv(BLOCKS_PER_SM * sm_count, tiles))
     chunks = min(want, max(1, m // EPILOGUE_GRAD_MIN_ROWS))
     rows = max(32, cdiv(cdiv(m, chunks), 32) * 32)
     return max(1, cdiv(m, rows)), rows
@@ -97,15 +103,28 @@ def reduce_view(shape: tuple[int, ...], axes: Sequence[int]) -> tuple[int, int, 
 def launch_reduce_sum(
     spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
-    """x -> the sum over `axes` (one contiguous run): grid (inner / 32, outer), 32 x 32."""
+    """x -> the sum over `axes` (one contiguous run): grid (inner / 32, chunks outer),
+    32 x 32; with R split into chunks (inner > 1: `row_chunks`), each chunk's sums go to a
+    workspace [chunks, outer, inner] and aicfc_sum_partials_f32 adds them in chunk order."""
     axes = param(params, "axes", ())
     outer, r, inner = reduce_view(tuple(ins[0].shape), tuple(axes))
-    if outer > 65535:
-        raise CudaKernelError(f'kernel "{spec.name}": {outer} outer rows exceed the grid limit')
     expect_numel(spec, outer * inner, result=outs[0])
-    grid = (1 if inner == 1 else cdiv(inner, 32), outer)
+    tiles = 1 if inner == 1 else cdiv(inner, 32)
+    chunks, rows = (1, max(1, r)) if inner == 1 else row_chunks(r, tiles * outer, ctx.sm_count)
+    if chunks * outer > 65535:
+        raise CudaKernelError(f'kernel "{spec.name}": {outer} outer rows exceed the grid limit')
+    partial = outs[0] if chunks == 1 else ctx.workspace(4 * chunks * outer * inner)
+    scalars = {"outer": outer, "R": r, "inner": inner, "rows": rows}
+    first = kernel_launch(
+        spec, (tiles, chunks * outer), (32, 32), [ins[0], partial], scalars, keepalive=[partial]
+    )
+    if chunks == 1:
+        return [first]
+    combine = registry.get("cuda.sum_partials_f32")
+    n = outer * inner
     return [
+        first,
         kernel_launch(
-            spec, grid, (32, 32), [ins[0], outs[0]], {"outer": outer, "R": r, "inner": inner}
-        )
+            combine, (cdiv(n, 256),), (256,), [partial, outs[0]], {"chunks": chunks, "N": n}
+        ),
     ]

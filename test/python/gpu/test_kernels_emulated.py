@@ -262,6 +262,24 @@ def test_epilogue_grad_over_row_chunks(m, n, act):
     assert rel_err(dz.array, ref_dz) < TOL and rel_err(db.array, ref_db) < TOL
 
 
+@pytest.mark.parametrize(
+    ("shape", "axes", "launches"),
+    [((600, 45), (0,), 2), ((3, 300, 40), (1,), 2), ((5, 70), (1,), 1), ((37, 53), (0,), 1)],
+    ids=["four_chunks", "outer_3_two_chunks", "rows", "one_chunk"],
+)
+def test_reduce_sum_over_row_chunks(shape, axes, launches):
+    """reduce_sum's column reduction split over row chunks (600 rows: 4 chunks, N = 45 a
+    partial column tile; [3, 300, 40] over axis 1: 2 chunks for each of 3 outer rows), the
+    row reduction (inner 1) and a short one in one launch, against the float64 reference."""
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    (ref,) = reference.reduce_sum(x.astype(np.float64), axes=axes)
+    out = EmuArray(np.full(ref.shape, np.nan, np.float32))
+    got = run("cuda.reduce_sum_f32", [EmuArray(x)], [out], {"axes": axes})
+    assert len(got) == launches
+    assert rel_err(out.array, ref) < TOL
+
+
 # --- batched products (torch.matmul's batched form) -------------------------------------
 
 

@@ -321,6 +321,9 @@ def test_epilogue_grad_at_gpt_sizes(m, n, act):
         ((4, 5, 6), (1,), True),
         ((4, 5, 6), (1, 2), False),
         ((3000,), (0,), False),
+        ((16384, 384), (0,), False),  # nanogpt-char's bias gradients: 43 row chunks
+        ((64, 256, 1152), (0, 1), False),  # c_attn's, over [B, T]
+        ((6, 2048, 100), (1,), True),  # chunks of each of 6 outer rows
     ],
 )
 def test_reduce_sum(shape, axes, keepdims):
