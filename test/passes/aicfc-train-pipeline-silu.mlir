@@ -5,7 +5,9 @@
 // of the activation table: its Linear fuses into gemm_epilogue act = silu, which keeps the
 // pre-activation Z (silu_grad reads the input), and its backward into epilogue_grad
 // act = silu, on both kernel families. cuBLASLt has no SiLU epilogue: at 1024 x 1024 x 512,
-// where cuBLASLt runs a Linear + ReLU, the fused SiLU layer runs on our 128-tile GEMM.
+// where cuBLASLt runs a Linear + ReLU in one launch, the SiLU layer runs as the split entry
+// (cuBLASLt's product + bias into Z, then our SiLU kernel: 512M multiply-adds, above the
+// selector's SPLIT_EPILOGUE_MIN_MACS).
 
 // CHECK-LABEL: exec.program @train_step
 // CHECK:       exec.launch "numpy.gemm_epilogue_out"(%x, %w1, %b1) outs(%h, %z) params {act = "silu", transpose_b = true}
@@ -15,7 +17,7 @@
 // CHECK:       exec.output "loss" %loss
 
 // CUDA-LABEL: exec.program @train_step
-// CUDA:       exec.launch "cuda.gemm_epilogue_f32_nt"(%x, %w1, %b1) outs(%h, %z) params {act = "silu", transpose_b = true}
+// CUDA:       exec.launch "cuda.gemm_epilogue_cublaslt_then_act_f32"(%x, %w1, %b1) outs(%h, %z) params {act = "silu", transpose_b = true}
 // CUDA-NOT:   cublaslt{{.*}}act = "silu"
 // CUDA:       exec.launch "cuda.epilogue_grad_f32"(%dh, %z) outs(%{{.*}}, %db1) params {act = "silu"}
 // CUDA-NOT:   cuda.silu

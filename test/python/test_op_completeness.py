@@ -370,11 +370,14 @@ def test_activation_has_its_elementwise_kernels(name: str) -> None:
 
 
 def _gemm_kernels(cublaslt: bool) -> list[registry.KernelSpec]:
+    """The CUDA gemm_epilogue kernels that apply the activation in one launch: cuBLASLt's
+    epilogue (`cublaslt`) or our GEMM kernels (the split entries run our act kernel)."""
     return [
         k
         for k in registry.REGISTRY
         if k.op == "graph.gemm_epilogue"
         and k.family == "cuda"
+        and "split_epilogue" not in k.flags
         and ("cublaslt" in k.flags) == cublaslt
     ]
 
@@ -420,7 +423,11 @@ def test_activation_cublaslt_form_is_what_the_row_says(name: str) -> None:
         f"activation {name}: a cuBLASLt entry accepts act={name}, but cuBLASLt has no "
         "epilogue for it (the row's cublaslt is None)"
     )
-    if row.facts.epilogue:  # the selector picks one of our kernels where cuBLASLt would win
+    split = [k for k in registry.REGISTRY if "split_epilogue" in k.flags]
+    assert split and all(
+        (name in (k.constraints.activations or ())) == row.facts.epilogue for k in split
+    ), f"activation {name}: the split cuBLASLt entries (product, then our kernel) must take it"
+    if row.facts.epilogue:  # where cuBLASLt wins, the product is its, the activation ours
         problem = Problem(
             "graph.gemm_epilogue",
             "f32",
@@ -429,7 +436,7 @@ def test_activation_cublaslt_form_is_what_the_row_says(name: str) -> None:
             params={"act": name},
         )
         chosen = select(problem, "cuda")
-        assert "cublaslt" not in chosen.spec.flags, (name, chosen.spec.name)
+        assert "split_epilogue" in chosen.spec.flags, (name, chosen.spec.name)
         assert select(
             Problem(problem.op, "f32", problem.input_shapes, problem.output_shapes),
             "cuda",

@@ -362,6 +362,57 @@ def test_cublaslt_entries_fuse_the_epilogue_or_keep_z_then_run_our_activation():
         launches_for(spec, [x, w, b], [y], {"act": "gelu"}, CublasLtCtx())
 
 
+@pytest.mark.parametrize("prec", ["f32", "tf32"])
+@pytest.mark.parametrize("act", ["gelu", "silu"])
+def test_split_cublaslt_entries_run_the_product_and_bias_then_our_activation(act, prec):
+    """A split entry: cuBLASLt's product + bias (no activation) into Z, then our act kernel
+    from Z to Y; without Z, into Y and the activation in place on Y."""
+    spec = registry.get(f"cuda.gemm_epilogue_cublaslt_then_act_{prec}")
+    x, w, b, y, z = f(2, 8, 4), f(6, 4), f(6), f(2, 8, 6), f(2, 8, 6)
+    params = {"act": act, "transpose_b": True}
+    ctx = CublasLtCtx()
+    first, then = launches_for(spec, [x, w, b], [y, z], params, ctx)
+    assert first.name == spec.name and ctx.lt.plans == [(spec.name, z, "none", prec == "tf32")]
+    assert isinstance(then, cuda_abi.KernelLaunch) and then.name == f"cuda.{act}_f32"
+    assert then.args[:3] == (z, y, np.int64(2 * 8 * 6))
+    ctx = CublasLtCtx()
+    _, in_place = launches_for(spec, [x, w, b], [y], params, ctx)
+    assert ctx.lt.plans == [(spec.name, y, "none", prec == "tf32")]
+    assert isinstance(in_place, cuda_abi.KernelLaunch) and in_place.args[:2] == (y, y)
+    with pytest.raises(CudaKernelError, match="act none is one cuBLASLt launch"):
+        launches_for(spec, [x, w, b], [y, z], {"transpose_b": True}, CublasLtCtx())
+    with pytest.raises(CudaKernelError, match=r"Z is float32\[2, 8, 5\], 80 elements"):
+        launches_for(spec, [x, w, b], [y, f(2, 8, 5)], params, CublasLtCtx())
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "chunks", "rows"),
+    [(16384, 1536, 11, 1504), (2048, 512, 16, 128), (37, 45, 1, 64), (600, 45, 4, 160)],
+    ids=["nanogpt_mlp", "gpt_tiny_mlp", "short", "ragged"],
+)
+def test_epilogue_grad_splits_its_rows_over_the_device(m, n, chunks, rows):
+    """Chunks for ~4 blocks of 32 x 32 per SM over the N / 32 column tiles, at least 128
+    rows each (worked by hand: nanoGPT's MLP has 48 tiles, 528 / 48 = 11 chunks of 1,490
+    rows, 1,504 rounded to 32); one chunk writes dbias itself, more add a second launch."""
+    spec = registry.get("cuda.epilogue_grad_f32")
+    dbias = f(n)
+    launches = launches_for(spec, [f(m, n), f(m, n)], [f(m, n), dbias], {"act": "gelu"}, FakeCtx())
+    first = launches[0]
+    assert isinstance(first, cuda_abi.KernelLaunch)
+    assert first.grid == (-(-n // 32), chunks) and first.block == (32, 32)
+    assert first.args[4:] == (np.int32(m), np.int32(n), np.int32(2), np.int32(rows))
+    assert (chunks - 1) * rows < m <= chunks * rows
+    if chunks == 1:
+        assert len(launches) == 1 and first.args[3] is dbias
+        return
+    _, second = launches
+    partial = first.args[3]
+    assert partial is not dbias and partial.shape == (4 * chunks * n,)
+    assert isinstance(second, cuda_abi.KernelLaunch) and second.name == "cuda.sum_partials_f32"
+    assert second.args == (partial, dbias, np.int32(chunks), np.int32(n))
+    assert second.grid == (-(-n // 256),) and second.block == (256,)
+
+
 def test_gemm_scalars_and_grid():
     spec = registry.get("cuda.gemm_epilogue_f32_s64_nt")
     la = launches_for(
@@ -643,7 +694,8 @@ def test_fused_loss_sums_the_bias_gradient_itself_only_while_that_is_cheap():
     large = launches_for(
         spec, [f(1024, 1024), i(1024), f()], [f(), f(1024, 1024), f(1024)], {}, FakeCtx()
     )
-    assert [la.name for la in large] == [spec.name, "cuda.reduce_sum_f32"]
+    # 1024 rows of 1024 columns: 32 column tiles, 8 row chunks, then their sum
+    assert [la.name for la in large] == [spec.name, "cuda.reduce_sum_f32", "cuda.sum_partials_f32"]
     assert large[0].args[5] == np.uint64(0)  # no dbias in the first launch
 
 
@@ -786,7 +838,7 @@ def test_silu_binds_its_code_in_our_gemms_and_cublaslt_refuses_it():
         {"act": "silu"},
         FakeCtx(),
     )
-    assert isinstance(eg, cuda_abi.KernelLaunch) and eg.args[-1] == np.int32(4)
+    assert isinstance(eg, cuda_abi.KernelLaunch) and eg.args[-2] == np.int32(4)  # act, rows
     lt = registry.get("cuda.gemm_epilogue_cublaslt_f32")
     assert "silu" not in (lt.constraints.activations or ())
     with pytest.raises(CudaKernelError, match="cuBLASLt runs act none or relu, not silu"):

@@ -242,6 +242,39 @@ def test_gemm_epilogue_silu_in_our_kernels(family, pair):
     assert rel_err(z, ref_z) < tol and rel_err(y, ref_y) < tol
 
 
+@pytest.mark.parametrize("keep_z", [True, False], ids=["with_z", "in_place"])
+@pytest.mark.parametrize("act", ["gelu", "silu"])
+@pytest.mark.parametrize("prec", ["f32", "tf32"])
+@pytest.mark.parametrize(
+    ("a_shape", "n", "pair"),
+    [((8, 256, 384), 1536, "nt"), ((67, 131), 48, "nn"), ((67, 131), 48, "tt")],
+    ids=["gpt_mlp", "ragged_nn", "ragged_tt"],
+)
+def test_split_cublaslt_entry_against_numpy(a_shape, n, pair, prec, act, keep_z):
+    """cuBLASLt's product + bias, then our exact GELU / SiLU kernel: Y and Z (or Y alone, the
+    activation in place) against the float64 reference. gpt_mlp is nanogpt-char's c_fc on a
+    batch of 8 ([8, 256, 384] x [1536, 384]^T, A of rank 3 folded into M = 2048)."""
+    k = a_shape[-1]
+    rng = np.random.default_rng(len(a_shape) * 1000 + n + k + 7 * len(act))
+    ta, tb = PAIRS[pair]
+    m = int(np.prod(a_shape[:-1]))
+    a, b, bias = randn(rng, m, k), randn(rng, k, n), randn(rng, n)
+    a_in = a.reshape(a_shape) if len(a_shape) > 2 else stored(a, ta)
+    outs = [((*a_shape[:-1], n), np.float32)] * (2 if keep_z else 1)
+    got = launch(
+        f"cuda.gemm_epilogue_cublaslt_then_act_{prec}",
+        [a_in, stored(b, tb), bias],
+        outs,
+        {"act": act, "transpose_a": ta, "transpose_b": tb},
+        repeat=2,  # in place: a second run recomputes Z into Y before the activation
+    )
+    ref_y, ref_z = reference.gemm_epilogue(a.astype(F64), b.astype(F64), bias.astype(F64), act=act)
+    tol = TF32_TOL if prec == "tf32" else F32_TOL
+    assert rel_err(got[0].reshape(m, n), ref_y) < tol
+    if keep_z:
+        assert rel_err(got[1].reshape(m, n), ref_z) < tol
+
+
 # --- backward epilogue, reductions, losses ---------------------------------
 
 
@@ -259,6 +292,26 @@ def test_epilogue_grad(act):
     assert rel_err(dz, ref_dz) < F32_TOL and rel_err(db, ref_db) < F32_TOL
 
 
+@pytest.mark.parametrize("act", ["gelu", "relu"])
+@pytest.mark.parametrize(
+    ("m", "n"), [(16384, 1536), (2048, 512), (1000, 45)], ids=["nanogpt", "gpt_tiny", "ragged"]
+)
+def test_epilogue_grad_at_gpt_sizes(m, n, act):
+    """dZ and dbias of a GPT's MLP (nanogpt-char's [16384, 1536]: 11 row chunks, then the
+    chunk sums; gpt-tiny's [2048, 512]: 16) and a ragged case, against the float64
+    reference; two runs of the same launches agree bit for bit (fixed-order sums)."""
+    rng = np.random.default_rng(m + n)
+    dy, saved = randn(rng, m, n), randn(rng, m, n, scale=2.0)
+    if act == "relu":
+        saved = np.maximum(saved, 0.0)
+    outs = [((m, n), np.float32), ((n,), np.float32)]
+    dz, db = launch("cuda.epilogue_grad_f32", [dy, saved], outs, {"act": act})
+    again = launch("cuda.epilogue_grad_f32", [dy, saved], outs, {"act": act}, repeat=2)
+    ref_dz, ref_db = reference.epilogue_grad(dy.astype(F64), saved.astype(F64), act=act)
+    assert rel_err(dz, ref_dz) < F32_TOL and rel_err(db, ref_db) < F32_TOL
+    assert np.array_equal(db, again[1]) and np.array_equal(dz, again[0])
+
+
 @pytest.mark.parametrize(
     ("shape", "axes", "keepdims"),
     [
@@ -268,6 +321,9 @@ def test_epilogue_grad(act):
         ((4, 5, 6), (1,), True),
         ((4, 5, 6), (1, 2), False),
         ((3000,), (0,), False),
+        ((16384, 384), (0,), False),  # nanogpt-char's bias gradients: 43 row chunks
+        ((64, 256, 1152), (0, 1), False),  # c_attn's, over [B, T]
+        ((6, 2048, 100), (1,), True),  # chunks of each of 6 outer rows
     ],
 )
 def test_reduce_sum(shape, axes, keepdims):
