@@ -25,6 +25,7 @@ PASS_CLASSES: dict[str, str] = {
     "aicfc-fold-constants": "AicfcFoldConstantsPass",
     "aicfc-autocast": "AicfcAutocastPass",
     "aicfc-loss-scale": "AicfcLossScalePass",
+    "aicfc-data-parallel": "AicfcDataParallelPass",
 }
 """Registered passes: name -> class name in `aicfc.passes.<name with underscores>`."""
 

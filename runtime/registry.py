@@ -253,6 +253,10 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("autodiff.unscale_grad", _FLOATS, Constraints()),
     ("autodiff.amp_select", _NUMBERS, Constraints()),
     ("autodiff.update_scale", ("f32",), Constraints()),
+    ("autodiff.lr_schedule", ("i64",), Constraints()),
+    ("autodiff.clip_grad_norm", _FLOATS, Constraints()),
+    ("autodiff.accumulation_step", ("i64",), Constraints()),
+    ("autodiff.accumulate_grad", _FLOATS, Constraints()),
     ("exec.copy", (*_NUMBERS, "i1"), Constraints()),
 )
 

@@ -22,7 +22,7 @@
 // CHECK-NEXT:  %[[Z32:.*]] = graph.cast %[[Z]] : tensor<8x4xbf16> to tensor<8x4xf32>
 // CHECK-NEXT:  %l = graph.cross_entropy %[[Z32]], %y : (tensor<8x4xf32>, tensor<8xi32>) -> tensor<f32>
 // CHECK-NEXT:  %g, %g_1 = autodiff.backward %l wrt %w1, %w2 : tensor<f32>, (tensor<32x16xf32>, tensor<4x32xf32>) -> (tensor<32x16xf32>, tensor<4x32xf32>)
-// CHECK-NEXT:  autodiff.adam_step %w1, %g, %m1, %v1, %s1 lr = {{.*}} : tensor<32x16xf32>, tensor<f32>
+// CHECK:       autodiff.adam_step %w1, %g, %m1, %v1, %s1 lr(%lr) {{.*}} : tensor<32x16xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
 // CHECK:       func.return %l,
 
 // F16-LABEL: func.func @mlp_step
@@ -34,7 +34,7 @@
 // BWD:       %[[DZ:.*]] = graph.cast %{{.*}} : tensor<8x4xf32> to tensor<8x4xbf16>
 // BWD:       %[[DW2:.*]] = graph.matmul %[[DZ]], %{{.*}} transpose_a : (tensor<8x4xbf16>, tensor<8x32xbf16>) -> tensor<4x32xbf16>
 // BWD:       graph.cast %[[DW2]] : tensor<4x32xbf16> to tensor<4x32xf32>
-// BWD:       autodiff.adam_step %w1, %{{.*}} : tensor<32x16xf32>, tensor<f32>
+// BWD:       autodiff.adam_step %w1, %{{.*}} : tensor<32x16xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
 func.func @mlp_step(%x: tensor<8x16xf32> {aicfc.role = "input", aicfc.name = "x"}, %y: tensor<8xi32> {aicfc.role = "input", aicfc.name = "y"}, %w1: tensor<32x16xf32> {aicfc.role = "param", aicfc.name = "0.weight"}, %b1: tensor<32xf32> {aicfc.role = "param", aicfc.name = "0.bias"}, %w2: tensor<4x32xf32> {aicfc.role = "param", aicfc.name = "2.weight"}, %b2: tensor<4xf32> {aicfc.role = "param", aicfc.name = "2.bias"}, %m1: tensor<32x16xf32>, %v1: tensor<32x16xf32>, %s1: tensor<f32>) -> (tensor<f32>, tensor<32x16xf32>, tensor<4x32xf32>) {
   %h0 = graph.matmul %x, %w1 transpose_b : (tensor<8x16xf32>, tensor<32x16xf32>) -> tensor<8x32xf32>
   %h1 = graph.bias_add %h0, %b1 : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
@@ -43,7 +43,14 @@ func.func @mlp_step(%x: tensor<8x16xf32> {aicfc.role = "input", aicfc.name = "x"
   %z = graph.bias_add %z0, %b2 : (tensor<8x4xf32>, tensor<4xf32>) -> tensor<8x4xf32>
   %l = graph.cross_entropy %z, %y : (tensor<8x4xf32>, tensor<8xi32>) -> tensor<f32>
   %g:2 = autodiff.backward %l wrt %w1, %w2 : tensor<f32>, (tensor<32x16xf32>, tensor<4x32xf32>) -> (tensor<32x16xf32>, tensor<4x32xf32>)
-  %w1n, %m1n, %v1n, %s1n = autodiff.adam_step %w1, %g#0, %m1, %v1, %s1 lr = 1.0e-3 : tensor<32x16xf32>, tensor<f32>
+  %lr = graph.constant dense<1.0e-3> : tensor<f64>
+  %beta1 = graph.constant dense<0.9> : tensor<f64>
+  %beta2 = graph.constant dense<0.999> : tensor<f64>
+  %eps = graph.constant dense<1.0e-8> : tensor<f64>
+  %wd = graph.constant dense<0.0> : tensor<f64>
+  %gs = graph.constant dense<1.0> : tensor<f32>
+  %ap = graph.constant dense<1.0> : tensor<f32>
+  %w1n, %m1n, %v1n, %s1n = autodiff.adam_step %w1, %g#0, %m1, %v1, %s1 lr(%lr) betas(%beta1, %beta2) eps(%eps) weight_decay(%wd) grad_scale(%gs) apply(%ap) : tensor<32x16xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
   func.return %l, %w1n, %g#1 : tensor<f32>, tensor<32x16xf32>, tensor<4x32xf32>
 }
 

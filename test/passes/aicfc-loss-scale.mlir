@@ -25,8 +25,15 @@
 func.func @step(%x: tensor<8x16xf32> {aicfc.role = "input", aicfc.name = "x"}, %y: tensor<8xi32> {aicfc.role = "input", aicfc.name = "y"}, %w1: tensor<4x16xf32> {aicfc.role = "param", aicfc.name = "0.weight"}, %m1: tensor<4x16xf32> {aicfc.role = "state", aicfc.name = "0.weight.exp_avg"}, %v1: tensor<4x16xf32> {aicfc.role = "state", aicfc.name = "0.weight.exp_avg_sq"}, %s1: tensor<f32> {aicfc.role = "state", aicfc.name = "0.weight.step"}, %off: tensor<i64> {aicfc.role = "state", aicfc.name = "rng.offset"}) -> (tensor<f32> {aicfc.name = "loss"}, tensor<4x16xf32> {aicfc.name = "0.weight"}, tensor<4x16xf32> {aicfc.name = "0.weight.exp_avg"}, tensor<4x16xf32> {aicfc.name = "0.weight.exp_avg_sq"}, tensor<f32> {aicfc.name = "0.weight.step"}, tensor<i64> {aicfc.name = "rng.offset"}) {
   %z = graph.matmul %x, %w1 transpose_b : (tensor<8x16xf32>, tensor<4x16xf32>) -> tensor<8x4xf32>
   %l = graph.cross_entropy %z, %y : (tensor<8x4xf32>, tensor<8xi32>) -> tensor<f32>
+  %lr = graph.constant dense<1.0e-3> : tensor<f64>
+  %beta1 = graph.constant dense<0.9> : tensor<f64>
+  %beta2 = graph.constant dense<0.999> : tensor<f64>
+  %eps = graph.constant dense<1.0e-8> : tensor<f64>
+  %wd = graph.constant dense<0.0> : tensor<f64>
+  %gs = graph.constant dense<1.0> : tensor<f32>
+  %ap = graph.constant dense<1.0> : tensor<f32>
   %g = autodiff.backward %l wrt %w1 : tensor<f32>, (tensor<4x16xf32>) -> (tensor<4x16xf32>)
-  %w1n, %m1n, %v1n, %s1n = autodiff.adam_step %w1, %g, %m1, %v1, %s1 lr = 1.0e-3 : tensor<4x16xf32>, tensor<f32>
+  %w1n, %m1n, %v1n, %s1n = autodiff.adam_step %w1, %g, %m1, %v1, %s1 lr(%lr) betas(%beta1, %beta2) eps(%eps) weight_decay(%wd) grad_scale(%gs) apply(%ap) : tensor<4x16xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
   %one = graph.constant dense<1> : tensor<i64>
   %offn = graph.add %off, %one : tensor<i64>
   func.return %l, %w1n, %m1n, %v1n, %s1n, %offn : tensor<f32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<f32>, tensor<i64>

@@ -1,22 +1,26 @@
-"""The launcher of the cuBLASLt registry entries (flag "library"; no .cu of ours).
+"""The launchers of the cuBLASLt registry entries (flag "library"; no .cu of ours).
 
 A matmul or gemm_epilogue runs as one planned `cublasLtMatmul` with its bias and
 activation fused in cuBLASLt's epilogue (`cublaslt.EPILOGUES` says which
 activations have one). A gemm_epilogue that also keeps its pre-activation Z runs
 as matmul + bias into Z, then our kernel Y = act(Z) (`activation_kernel` of
-runtime/registry_cuda.py), whose own launcher binds it. A bf16/f16 entry takes every
-epilogue activation: one cuBLASLt has no epilogue for (exact GELU) runs the same way,
-in place in Y where no Z is kept.
+runtime/registry_cuda.py), whose own launcher binds it. The split entries (flag
+"split_epilogue": GELU, SiLU, which cuBLASLt has no exact epilogue for) always run
+that way; without Z their product + bias goes into Y and the activation runs in place.
+A bf16/f16 entry takes every epilogue activation: one cuBLASLt has no epilogue for
+(exact GELU) runs the same way.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from aicfc.runtime import registry
 from aicfc.runtime.cuda import launch
 from aicfc.runtime.cuda.abi import CudaKernelError, Launch
 from aicfc.runtime.cuda.cublaslt import EPILOGUES
 from aicfc.runtime.cuda.launchers.common import Buffers, LoadContext, Params
-from aicfc.runtime.cuda.launchers.gemm import gemm_operands
+from aicfc.runtime.cuda.launchers.gemm import Gemm, gemm_operands
 from aicfc.runtime.registry import KernelSpec
 from aicfc.runtime.registry_cuda import activation_kernel
 
@@ -32,15 +36,34 @@ def launch_cublaslt(
         raise CudaKernelError(
             f'kernel "{spec.name}": cuBLASLt runs act {" or ".join(EPILOGUES)}, not {g.act}'
         )
-    tf32 = "tf32" in spec.flags
-    lt = ctx.cublaslt()
     if g.z is None and g.act in EPILOGUES:
-        return [lt.plan(spec.name, g, g.y, g.act, tf32)]
+        return [ctx.cublaslt().plan(spec.name, g, g.y, g.act, "tf32" in spec.flags)]
     # Keep the pre-activation (or, in bf16/f16, an activation cuBLASLt has no epilogue
-    # for): GEMM + bias into Z (into Y itself without a Z), then Y = act(Z) (or a copy).
-    z = g.z if g.z is not None else g.y
-    first = lt.plan(spec.name, g, z, "none", tf32)
-    if z is g.y and g.act == "none":
+    # for): GEMM + bias into Z (into Y itself without a Z), then Y = act(Z).
+    return _bias_then_activation(spec, g, g.y if g.z is None else g.z, ctx)
+
+
+def launch_cublaslt_then_act(
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
+) -> list[Launch]:
+    """A split entry's two launches: cuBLASLt's product + bias (its BIAS epilogue) into Z,
+    or into Y when Z is not kept, then our kernel Y = act(Z) (in place on Y without Z:
+    each thread reads its element before writing it). CudaKernelError naming the kernel
+    for act none (the fused entries run it in one launch)."""
+    g = gemm_operands(spec, ins, outs, params, batched=True)
+    if g.act == "none":
+        raise CudaKernelError(
+            f'kernel "{spec.name}": runs an activation after the product; act none is one '
+            "cuBLASLt launch (the fused cuBLASLt entries)"
+        )
+    return _bias_then_activation(spec, g, g.y if g.z is None else g.z, ctx)
+
+
+def _bias_then_activation(spec: KernelSpec, g: Gemm, pre: Any, ctx: LoadContext) -> list[Launch]:
+    """GEMM + bias into `pre` (Z, or Y itself), then Y = act(pre) in the entry's dtype
+    (a copy for none; nothing more when `pre` is Y and act is none)."""
+    first = ctx.cublaslt().plan(spec.name, g, pre, "none", "tf32" in spec.flags)
+    if pre is g.y and g.act == "none":
         return [first]
     follow = registry.get(activation_kernel(g.act, spec.dtypes[0]))
-    return [first, *launch.launches_for(follow, [z], [g.y], {}, ctx)]
+    return [first, *launch.launches_for(follow, [pre], [g.y], {}, ctx)]

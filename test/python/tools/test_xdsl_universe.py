@@ -43,6 +43,7 @@ print(json.dumps({
 AICFC_PASSES = [
     "aicfc-analyze",
     "aicfc-autocast",
+    "aicfc-data-parallel",
     "aicfc-expand-backward",
     "aicfc-fold-constants",
     "aicfc-fold-inplace",
