@@ -289,6 +289,21 @@ def epilogue_grad(dy: Array, saved: Array, *, act: str) -> tuple[Array, Array]:
     return dz, np.sum(dz, axis=0).astype(dz.dtype)
 
 
+def gemm_epilogue_grad(
+    a: Array,
+    b: Array,
+    saved: Array,
+    *,
+    act: str,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+) -> tuple[Array, Array]:
+    """(dZ, dbias) = epilogue_grad(op(A) op(B), saved): the unfused matmul then
+    epilogue_grad, so the fused op computes exactly what the two ops compute."""
+    (dy,) = matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
+    return epilogue_grad(dy, saved, act=act)
+
+
 # --- optimizer steps (hyperparameter defaults: the op classes' DEFAULTS) --------
 
 _ADAM = ad.AdamStepOp.DEFAULTS
@@ -377,6 +392,7 @@ REFERENCE: dict[type[Operation], RefFn] = {
     ad.MseLossGradOp: mse_loss_grad,
     ad.DropoutGradOp: dropout_grad,
     ad.EpilogueGradOp: epilogue_grad,
+    ad.GemmEpilogueGradOp: gemm_epilogue_grad,
     ad.AdamStepOp: adam_step,
     ad.SgdStepOp: sgd_step,
 }

@@ -8,7 +8,7 @@ step'`); their alias policies let `aicfc-fold-inplace` turn them into in-place
 updates where that is safe.
 
 The ops live in small modules of this package: backward.py (autodiff.backward),
-grads.py (softmax_grad, dropout_grad, epilogue_grad), loss_grads.py (the losses'
+grads.py (softmax_grad, dropout_grad, epilogue_grad, gemm_epilogue_grad), loss_grads.py (the losses'
 gradients) and optimizers.py (adam_step, sgd_step). The activations' gradient ops
 (autodiff.relu_grad, ...) are defined with their forward ops and their row in
 dialects/graph/activations.py; this package re-exports them and lists them in its
@@ -28,7 +28,12 @@ from __future__ import annotations
 from xdsl.ir import Dialect
 
 from aicfc.dialects.autodiff.backward import BackwardOp
-from aicfc.dialects.autodiff.grads import DropoutGradOp, EpilogueGradOp, SoftmaxGradOp
+from aicfc.dialects.autodiff.grads import (
+    DropoutGradOp,
+    EpilogueGradOp,
+    GemmEpilogueGradOp,
+    SoftmaxGradOp,
+)
 from aicfc.dialects.autodiff.loss_grads import (
     CrossEntropyGradOp,
     CrossEntropyWithGradOp,
@@ -47,6 +52,7 @@ __all__ = [
     "CrossEntropyWithGradOp",
     "DropoutGradOp",
     "EpilogueGradOp",
+    "GemmEpilogueGradOp",
     "MseLossGradOp",
     "SgdStepOp",
     "SoftmaxGradOp",
@@ -64,6 +70,7 @@ Autodiff = Dialect(
         MseLossGradOp,
         DropoutGradOp,
         EpilogueGradOp,
+        GemmEpilogueGradOp,
         AdamStepOp,
         SgdStepOp,
     ],

@@ -81,12 +81,14 @@ class Step:
 
 @dataclass(frozen=True)
 class Built:
-    """A fused op, the value replacing the last matched op's result, and its
-    re-exported results by export name (Step.exports_input)."""
+    """A fused op, the value replacing the last matched op's result, its re-exported
+    results by export name (Step.exports_input), and the values replacing the last
+    matched op's further results, in order (a multi-result op such as epilogue_grad)."""
 
     op: Operation
     result: SSAValue
     exports: dict[str, SSAValue]
+    rest: tuple[SSAValue, ...] = ()
 
 
 Builder = Callable[..., Built]

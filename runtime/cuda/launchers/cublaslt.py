@@ -4,7 +4,8 @@ A matmul or gemm_epilogue runs as one planned `cublasLtMatmul` with its bias and
 activation fused in cuBLASLt's epilogue (`cublaslt.EPILOGUES` says which
 activations have one). A gemm_epilogue that also keeps its pre-activation Z runs
 as matmul + bias into Z, then our kernel Y = act(Z) (`ACTIVATION_KERNELS` of
-runtime/registry_cuda.py), whose own launcher binds it.
+runtime/registry_cuda.py), whose own launcher binds it. A gemm_epilogue_grad runs as
+the cuBLASLt product into dZ, then our epilogue_grad in place.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from aicfc.runtime.cuda.abi import CudaKernelError, Launch
 from aicfc.runtime.cuda.cublaslt import EPILOGUES
 from aicfc.runtime.cuda.launchers.common import Buffers, LoadContext, Params
 from aicfc.runtime.cuda.launchers.gemm import gemm_operands
+from aicfc.runtime.cuda.launchers.reduce import product_then_epilogue_grad
 from aicfc.runtime.registry import KernelSpec
 from aicfc.runtime.registry_cuda import ACTIVATION_KERNELS
 
@@ -37,3 +39,11 @@ def launch_cublaslt(
     first = lt.plan(spec.name, g, g.z, "none", tf32)
     follow = registry.get(ACTIVATION_KERNELS[g.act])
     return [first, *launch.launches_for(follow, [g.z], [g.y], {}, ctx)]
+
+
+def launch_cublaslt_then_epilogue_grad(
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
+) -> list[Launch]:
+    """gemm_epilogue_grad as a cuBLASLt product into dZ, then epilogue_grad in place
+    (launchers/reduce.py's product_then_epilogue_grad)."""
+    return product_then_epilogue_grad(spec, ins, outs, params, ctx)

@@ -263,10 +263,14 @@ def test_every_pair_of_a_chain_is_ordered_on_any_stream_count():
 H200 = {"arch": 90, "tensor_core": True, "cublaslt": True, "device": "NVIDIA H200 sm_90"}
 
 
-def small_step_nodes(tf32: bool, branches: bool = True) -> tuple[list[str], list[frozenset[int]]]:
+def small_step_nodes(
+    tf32: bool, branches: bool = True, first_graph: bool = False
+) -> tuple[list[str], list[frozenset[int]]]:
     """(the first kernel of each node, the nodes' dependencies) of the small step lowered
     for an H200, grouped and given cuBLASLt workspaces as CupyExecutable does;
-    `branches`: aicfc-plan-memory's option (False: reuse by program order alone)."""
+    `branches`: aicfc-plan-memory's option (False: reuse by program order alone);
+    `first_graph`: the pipeline of the first measured graph (no gemm_epilogue_grad
+    fusion, no aicfc-hoist-updates)."""
     from xdsl.dialects.builtin import ModuleOp
 
     from aicfc import nn, optim
@@ -287,6 +291,14 @@ def small_step_nodes(tf32: bool, branches: bool = True) -> tuple[list[str], list
     assert steps[-1].passes == "aicfc-plan-memory"
     option = "true" if branches else "false"
     steps = (*steps[:-1], Step("planned", f"aicfc-plan-memory{{branches={option}}}"))
+    if first_graph:
+        steps = tuple(
+            Step(s.stage, "aicfc-fuse{exclude=gemm_epilogue_grad}")
+            if s.stage == "fused-backward"
+            else s
+            for s in steps
+            if s.stage != "hoisted"
+        )
     run_steps(make_context(), module, steps)
     program = next(op for op in module.ops if isinstance(op, ex.ProgramOp))
     plan = ExecPlan.from_program(program)
@@ -308,7 +320,7 @@ def small_step_nodes(tf32: bool, branches: bool = True) -> tuple[list[str], list
 def test_small_step_graph_runs_each_layers_dx_and_dw_side_by_side(tf32):
     from aicfc.runtime.schedule import longest_chain
 
-    names, deps = small_step_nodes(tf32)
+    names, deps = small_step_nodes(tf32, first_graph=True)
     assert len(names) == 12
     assert names[-1] == "cuda.adam_step_multi_tensor_f32"
     anc = ancestors(deps)
@@ -348,8 +360,8 @@ transitive reduction then drops 10's wait for 9 and the optimizer's for 5 and 8.
 def test_small_step_memory_plan_adds_no_wait_between_branches(tf32):
     from aicfc.runtime.schedule import longest_chain
 
-    names, before = small_step_nodes(tf32, branches=False)
-    _, after = small_step_nodes(tf32, branches=True)
+    names, before = small_step_nodes(tf32, branches=False, first_graph=True)
+    _, after = small_step_nodes(tf32, branches=True, first_graph=True)
     assert len(names) == 12
     assert [set(d) for d in direct(before)] == PROGRAM_ORDER_EDGES
     assert [set(d) for d in direct(after)] == DATA_FLOW_EDGES
@@ -360,3 +372,31 @@ def test_small_step_memory_plan_adds_no_wait_between_branches(tf32):
     anc = ancestors(after)
     assert not anc[6] >> 5 & 1 and not anc[10] >> 8 & 1
     assert_respects(after, 4)
+
+
+# The small step as the pipeline compiles it now: each layer's dX product carries the
+# backward epilogue below it (gemm_epilogue_grad), and each Adam update follows its
+# gradients (aicfc-hoist-updates), grouped where consecutive:
+#   0 h1   1 h2   2 logits   3 loss, dZ3, db3   4 Adam(b3)   5 dW3
+#   6 dZ2, db2 = gemm_epilogue_grad(dZ3, W3, h2)   7 Adam(b2, W3)   8 dW2
+#   9 dZ1, db1 = gemm_epilogue_grad(dZ2, W2, h1)   10 Adam(b1, W2)   11 dW1   12 Adam(W1)
+STEP_EDGES = [set(), {0}, {1}, {2}, {3}, {3}, {3}, {5, 6}, {6}, {6}, {8, 9}, {9}, {11}]
+"""Adam(b2, W3) waits for dW3 and for the product that last reads W3 (6); Adam(b1, W2)
+likewise for dW2 and 9."""
+
+
+@pytest.mark.parametrize("tf32", [False, True])
+def test_small_step_keeps_epilogues_and_updates_off_the_critical_path(tf32):
+    from aicfc.runtime.schedule import longest_chain
+
+    first, before = small_step_nodes(tf32, first_graph=True)
+    names, deps = small_step_nodes(tf32)
+    assert [set(d) for d in direct(deps)] == STEP_EDGES
+    assert names[6] == names[9] == "cuda.gemm_epilogue_grad_splitk_nn"
+    assert "cuda.epilogue_grad_f32" in first and "cuda.epilogue_grad_f32" not in names
+    assert [n for n in names if "adam" in n] == ["cuda.adam_step_multi_tensor_f32"] * 4
+    # 12 nodes and 10 on the longest chain before; 13 and 8 now
+    # (0-1-2-3-6-9-11-12: the forward, the loss, two dX products, dW1, its update).
+    assert (len(first), longest_chain(before)) == (12, 10)
+    assert (len(names), longest_chain(deps)) == (13, 8)
+    assert_respects(deps, 4)

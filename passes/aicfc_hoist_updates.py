@@ -1,0 +1,91 @@
+"""aicfc-hoist-updates: each optimizer update right after the last op it must follow.
+
+The builder emits the optimizer updates after the whole backward, so in program
+order every update waits for the last gradient, and the multi-tensor grouping of
+the CUDA backend (runtime/cuda/launch.py `group_steps`) makes all of them one
+launch that depends on every gradient: the update of the output layer's weights
+sits on the critical path behind the first layer's dW product. Dependencies of
+a captured graph follow the buffers (runtime/schedule.py), but the order still
+decides what is grouped and where a launch may start.
+
+This pass moves each op flagged IS_OPTIMIZER (adam_step, sgd_step) up to just
+after the last op, in its block, that defines one of its operands or reads one
+of them before it (its parameter's other readers: the forward product and the
+next layer's dX product), and never later than where it was. Updates that land
+at the same place keep their order. Then a layer's update is issued as soon as
+its gradients exist and its weights are read for the last time, off the path of
+the layers below; the values computed are unchanged (the update reads the same
+values; every reader of the old parameter still comes before it, so
+aicfc-fold-inplace can still update it in place).
+
+Runs on graph-level IR, after aicfc-expand-backward; ops other than the updates
+keep their order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import builtin
+from xdsl.ir import Block, Operation
+from xdsl.passes import ModulePass
+
+from aicfc.dialects.flags import OpFlag, static_flags
+from aicfc.dialects.roles import functions
+
+
+def _anchor(op: Operation, block: Block, position: dict[int, int]) -> Operation | None:
+    """The op that `op` goes right after (None: the start of the block); `position`: the
+    block's ops by id."""
+    anchor: Operation | None = None
+    here = position[id(op)]
+
+    def later(candidate: Operation | None) -> None:
+        nonlocal anchor
+        if candidate is None or candidate is op or id(candidate) not in position:
+            return
+        if position[id(candidate)] >= here:
+            return
+        if anchor is None or position[id(candidate)] > position[id(anchor)]:
+            anchor = candidate
+
+    for value in op.operands:
+        owner = value.owner
+        later(block.find_ancestor_op_in_block(owner) if isinstance(owner, Operation) else None)
+        for use in value.uses:
+            later(block.find_ancestor_op_in_block(use.operation))
+    return anchor
+
+
+def hoist_block(block: Block) -> int:
+    """Hoist the updates of `block` (module doc); returns how many moved."""
+    moved = 0
+    updates = [op for op in block.ops if static_flags(op) & OpFlag.IS_OPTIMIZER]
+    hoisted: set[int] = set()
+    for op in updates:
+        position = {id(o): k for k, o in enumerate(block.ops)}
+        anchor = _anchor(op, block, position)
+        target = anchor.next_op if anchor is not None else block.first_op
+        # Updates already placed after the same anchor stay first (program order).
+        while target is not None and id(target) in hoisted:
+            target = target.next_op
+        hoisted.add(id(op))
+        if target is op or target is None:
+            continue
+        op.detach()
+        block.insert_op_before(op, target)
+        moved += 1
+    return moved
+
+
+@dataclass(frozen=True)
+class AicfcHoistUpdatesPass(ModulePass):
+    """Move each optimizer update up to right after the last op it must follow."""
+
+    name = "aicfc-hoist-updates"
+
+    def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
+        for fn in functions(op):
+            for block in fn.body.blocks:
+                hoist_block(block)

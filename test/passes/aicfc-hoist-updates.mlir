@@ -1,0 +1,45 @@
+// RUN: aicfc-opt %s -p aicfc-hoist-updates | filecheck %s
+// RUN: aicfc-opt %s -p aicfc-hoist-updates,aicfc-hoist-updates | filecheck %s
+
+// Two layers' backward (the gradients stand in: %y for dY, its column sum for db2), as
+// aicfc-expand-backward leaves it: every update after the last gradient. Each moves up to just after its gradient's definition and its parameter's
+// last reader before it (w2 is read by the dX product %dh), never past its own
+// position; the products keep their order, updates with one anchor keep theirs, and a
+// second run changes nothing.
+
+// CHECK-LABEL: func.func @two_layers
+// CHECK:         %h = graph.matmul %x, %w1
+// CHECK-NEXT:    %y = graph.matmul %h, %w2
+// CHECK-NEXT:    %db2 = graph.reduce_sum %y
+// CHECK-NEXT:    %b2n = autodiff.sgd_step %b2, %db2
+// CHECK-NEXT:    %dw2 = graph.matmul %h, %y transpose_a
+// CHECK-NEXT:    %dh = graph.matmul %y, %w2 transpose_b
+// CHECK-NEXT:    %w2n = autodiff.sgd_step %w2, %dw2
+// CHECK-NEXT:    %dw1 = graph.matmul %x, %dh transpose_a
+// CHECK-NEXT:    %w1n = autodiff.sgd_step %w1, %dw1
+// CHECK-NEXT:    func.return
+func.func @two_layers(%x: tensor<4x3xf32>, %w1: tensor<3x5xf32>, %w2: tensor<5x2xf32>, %b2: tensor<2xf32>) -> (tensor<3x5xf32>, tensor<5x2xf32>, tensor<2xf32>) {
+  %h = graph.matmul %x, %w1 : (tensor<4x3xf32>, tensor<3x5xf32>) -> tensor<4x5xf32>
+  %y = graph.matmul %h, %w2 : (tensor<4x5xf32>, tensor<5x2xf32>) -> tensor<4x2xf32>
+  %db2 = graph.reduce_sum %y axes = [0] : tensor<4x2xf32> -> tensor<2xf32>
+  %dw2 = graph.matmul %h, %y transpose_a : (tensor<4x5xf32>, tensor<4x2xf32>) -> tensor<5x2xf32>
+  %dh = graph.matmul %y, %w2 transpose_b : (tensor<4x2xf32>, tensor<5x2xf32>) -> tensor<4x5xf32>
+  %dw1 = graph.matmul %x, %dh transpose_a : (tensor<4x3xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>
+  %w1n = autodiff.sgd_step %w1, %dw1 lr = 1.000000e-01 : (tensor<3x5xf32>, tensor<3x5xf32>) -> tensor<3x5xf32>
+  %w2n = autodiff.sgd_step %w2, %dw2 lr = 1.000000e-01 : (tensor<5x2xf32>, tensor<5x2xf32>) -> tensor<5x2xf32>
+  %b2n = autodiff.sgd_step %b2, %db2 lr = 1.000000e-01 : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  func.return %w1n, %w2n, %b2n : tensor<3x5xf32>, tensor<5x2xf32>, tensor<2xf32>
+}
+
+// Updates whose operands are all arguments go to the top of the block, in their order.
+
+// CHECK-LABEL: func.func @arguments_only
+// CHECK-NEXT:    %a1 = autodiff.sgd_step %a, %ga
+// CHECK-NEXT:    %b1 = autodiff.sgd_step %b, %gb
+// CHECK-NEXT:    %t = graph.tanh %x
+func.func @arguments_only(%x: tensor<2xf32>, %a: tensor<2xf32>, %ga: tensor<2xf32>, %b: tensor<2xf32>, %gb: tensor<2xf32>) -> (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) {
+  %t = graph.tanh %x : tensor<2xf32>
+  %a1 = autodiff.sgd_step %a, %ga lr = 1.000000e-01 : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %b1 = autodiff.sgd_step %b, %gb lr = 1.000000e-01 : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  func.return %t, %a1, %b1 : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
+}
