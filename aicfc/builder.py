@@ -137,12 +137,21 @@ def initial_values(model: Module, optimizer: Optimizer | None) -> dict[str, np.n
     return values
 
 
+def input_external(model: Module, x_shape: Sequence[int], dtype: np.dtype | type) -> External:
+    """The `x` argument: `dtype` (the parameters') floats, or the ids dtype (i32) that the
+    model's `input_spec()` declares (an Embedding first, a GPT)."""
+    spec = model.input_spec()
+    x_dtype = spec.dtype if spec.dtype is not None else np.dtype(dtype)
+    return External("x", "input", tuple(x_shape), x_dtype)
+
+
 def target_spec(model: Module, loss: str, x_shape: Sequence[int], dtype: np.dtype) -> External:
-    """The `y` argument of the loss: i32 labels [N] (cross_entropy) or the output's shape (mse)."""
+    """The `y` argument of the loss: i32 labels with the output's shape without its last dim
+    ([N] for logits [N, C], [N, T] for [N, T, V]; cross_entropy) or the output's shape (mse)."""
     if loss not in LOSSES:
         raise ValueError(f"unknown loss {loss!r}; known: {', '.join(LOSSES)}")
     if loss == "cross_entropy":
-        return External("y", "input", (int(x_shape[0]),), LABEL_DTYPE)
+        return External("y", "input", model.output_shape(x_shape)[:-1], LABEL_DTYPE)
     return External("y", "input", model.output_shape(x_shape), np.dtype(dtype))
 
 
@@ -183,7 +192,7 @@ def build_predict(
     name: str = "predict",
 ) -> func.FuncOp:
     """`@predict(x, params...) -> "output"`: the forward pass without dropout."""
-    args = [External("x", "input", tuple(x_shape), np.dtype(dtype)), *param_externals(model)]
+    args = [input_external(model, x_shape, dtype), *param_externals(model)]
 
     def body(b: Builder, values: dict[str, SSAValue]) -> list[tuple[str, SSAValue]]:
         ctx = EmitContext(b, values, training=False, aliases=parameter_aliases(model))
@@ -205,10 +214,14 @@ def build_train_step(
     Raises ValueError for an unknown loss and nn.ShapeError when `x_shape`
     does not fit the model.
     """
-    x = External("x", "input", tuple(x_shape), np.dtype(dtype))
+    x = input_external(model, x_shape, dtype)
     y = target_spec(model, loss, x_shape, np.dtype(dtype))
     init = initial_values(model, optimizer)
     roles = {n: "param" for n, _ in model.named_parameters()}
+
+    def group_of(name: str) -> int:
+        return optimizer.group(tuple(init[name].shape))
+
     args = [x, y] + [
         External(n, roles.get(n, "state"), tuple(v.shape), v.dtype) for n, v in init.items()
     ]
@@ -226,11 +239,15 @@ def build_train_step(
         params = [n for n, _ in model.named_parameters()]
         grads = b.insert(autodiff.BackwardOp(loss_value, [values[n] for n in params])).grads
         results: list[tuple[str, SSAValue]] = [("loss", loss_value)]
-        for n, g in zip(params, grads, strict=True):
+        updated: dict[str, list[tuple[str, SSAValue]]] = {}
+        # group by group (a stable sort), the results in the parameters' order
+        grouped = sorted(zip(params, grads, strict=True), key=lambda ng: group_of(ng[0]))
+        for n, g in grouped:
             state = {s: values[f"{n}.{s}"] for s in optimizer.state_names()}
             new_param, new_state = optimizer.emit(b, values[n], g, state)
-            results.append((n, new_param))
-            results += [(f"{n}.{s}", new_state[s]) for s in optimizer.state_names()]
+            updated[n] = [(n, new_param)]
+            updated[n] += [(f"{n}.{s}", new_state[s]) for s in optimizer.state_names()]
+        results += [r for n in params for r in updated[n]]
         if RNG_OFFSET in values:
             one = scalar_constant(ctx, 1)
             results.append((RNG_OFFSET, ctx.add(graph.AddOp(values[RNG_OFFSET], one))))
@@ -247,11 +264,12 @@ def build_module(
     functions: Sequence[str] = ("train_step", "predict"),
     dtype: np.dtype | type = np.float32,
 ) -> ModuleOp:
-    """A module with `@train_step` and/or `@predict` for inputs [batch_size, in_features]."""
-    n_in = model.input_features()
-    if n_in is None:
+    """A module with `@train_step` and/or `@predict` for inputs [batch_size, in_features]
+    (or [batch_size, *model.input_spec().sample]: [batch_size, block_size] for a GPT)."""
+    sample = model.input_spec().sample
+    if sample is None:
         raise ValueError("build_module: the model fixes no input width; build functions directly")
-    x_shape = (batch_size, n_in)
+    x_shape = (batch_size, *sample)
     ops: list[func.FuncOp] = []
     for fn in functions:
         if fn == "train_step":
@@ -271,5 +289,6 @@ __all__ = [
     "build_train_step",
     "element_type",
     "initial_values",
+    "input_external",
     "target_spec",
 ]

@@ -6,6 +6,8 @@ bound as the attribute `aicfc.compile` on import and hide the function.
 
 from __future__ import annotations
 
+import os
+
 from aicfc.backends import resolve_backend
 from aicfc.builder import LOSSES
 from aicfc.nn import Module
@@ -20,6 +22,7 @@ def compile(
     backend: str = "auto",
     inplace: bool = True,
     tf32: bool = False,
+    cache_dir: str | os.PathLike[str] | bool | None = None,
 ) -> Program:
     """Compile `model` for training with `loss` and `optimizer` on `backend`.
 
@@ -38,6 +41,9 @@ def compile(
     tf32:      allow TF32 tensor-core GEMMs on the cupy backend (about 1e-3 relative
                error, several times faster on large layers); False (default) keeps
                every product strict fp32. The numpy backend is strict fp32 either way.
+    cache_dir: the compile cache's folder (aicfc/compile_cache.py: the planned exec IR
+               by a hash of the model's IR, the pipeline and the device); None (default)
+               uses $AICFC_CACHE_DIR or ~/.cache/aicfc/compiled, False disables it.
 
     Nothing is lowered yet: each function is built and compiled at its first
     call with a new batch shape (see Program). Raises ValueError for an
@@ -58,5 +64,12 @@ def compile(
         )
     runtime, reason = resolve_backend(backend)
     return Program(
-        model, loss, optimizer, runtime, inplace=inplace, tf32=tf32, backend_reason=reason
+        model,
+        loss,
+        optimizer,
+        runtime,
+        inplace=inplace,
+        tf32=tf32,
+        backend_reason=reason,
+        cache_dir=cache_dir,
     )

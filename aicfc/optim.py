@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from xdsl.builder import Builder
+from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
 
 from aicfc.dialects import autodiff
@@ -69,6 +70,12 @@ class Optimizer:
         """Insert the update of one parameter; return (param', {state suffix: state'})."""
         raise NotImplementedError
 
+    def group(self, shape: tuple[int, ...]) -> int:
+        """The parameter group of a parameter of `shape` (torch.optim's param_groups): the
+        train step emits the updates group by group, so the updates of one group, equal
+        in their hyperparameters, sit side by side (one multi-tensor launch each)."""
+        return 0
+
 
 @dataclass(frozen=True)
 class Adam(Optimizer):
@@ -77,10 +84,14 @@ class Adam(Optimizer):
     lr: step size; betas: (beta1, beta2) in [0, 1); eps: added to sqrt(v_hat);
     weight_decay: L2 penalty added to the gradient, or with
     `decoupled_weight_decay=True` the AdamW decay param *= 1 - lr*wd
-    (Loshchilov and Hutter 2019). amsgrad, maximize and capturable flags of
-    PyTorch are not offered (the step counter always lives on the device).
+    (Loshchilov and Hutter 2019). weight_decay_min_rank: parameters of a lower rank
+    are not decayed (their own group, weight_decay 0); 2 is nanoGPT's grouping (the
+    matrices and embedding tables decay, biases and layer-norm weights do not: the two
+    param_groups of nanoGPT's configure_optimizers). amsgrad, maximize and capturable
+    flags of PyTorch are not offered (the step counter always lives on the device).
     Raises ValueError, as torch.optim.Adam does, for lr, eps or weight_decay < 0
-    or a beta outside [0, 1) (and for non-finite values), TypeError for a non-number.
+    or a beta outside [0, 1) (and for non-finite values), TypeError for a non-number
+    (and ValueError for a weight_decay_min_rank that is not an integer >= 0).
     """
 
     lr: float = 1e-3
@@ -88,6 +99,7 @@ class Adam(Optimizer):
     eps: float = _ADAM["eps"]
     weight_decay: float = _ADAM["weight_decay"]
     decoupled_weight_decay: bool = False
+    weight_decay_min_rank: int = 0
 
     STATE_NAMES: ClassVar[tuple[str, ...]] = ("exp_avg", "exp_avg_sq", "step")
 
@@ -100,6 +112,16 @@ class Adam(Optimizer):
         object.__setattr__(self, "betas", betas)
         for name in ("lr", "eps", "weight_decay"):
             object.__setattr__(self, name, _hyperparameter(self, name, getattr(self, name)))
+        rank = self.weight_decay_min_rank
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            raise ValueError(
+                f"{type(self).__name__}: weight_decay_min_rank must be an integer >= 0, "
+                f"got {rank!r}"
+            )
+
+    def group(self, shape: tuple[int, ...]) -> int:
+        """0: decayed, 1: below weight_decay_min_rank (no weight decay)."""
+        return 0 if len(shape) >= self.weight_decay_min_rank else 1
 
     def init_state(self, param: np.ndarray) -> dict[str, np.ndarray]:
         return {
@@ -111,6 +133,9 @@ class Adam(Optimizer):
     def emit(
         self, b: Builder, param: SSAValue, grad: SSAValue, state: dict[str, SSAValue]
     ) -> tuple[SSAValue, dict[str, SSAValue]]:
+        ptype = param.type
+        shape = tuple(ptype.get_shape()) if isinstance(ptype, TensorType) else ()
+        decayed = self.group(shape) == 0
         op = b.insert(
             autodiff.AdamStepOp(
                 param,
@@ -122,7 +147,7 @@ class Adam(Optimizer):
                 beta1=self.betas[0],
                 beta2=self.betas[1],
                 eps=self.eps,
-                weight_decay=self.weight_decay,
+                weight_decay=self.weight_decay if decayed else 0.0,
                 decoupled_weight_decay=self.decoupled_weight_decay,
             )
         )

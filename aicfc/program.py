@@ -12,25 +12,30 @@ Input rules (checked before anything runs; errors name the input):
 
 - x: float32 (the parameters' dtype), shape [N, in_features]; floats are
   never cast silently. The model checks each shape once; later batches of
-  that shape only have their dtype checked.
-- y for loss="cross_entropy": integer class labels, shape [N], each in
-  [0, num_classes). Any integer dtype is accepted and converted to int32 (the
-  IR's label type); a float array is an error.
+  that shape only have their dtype checked. A model whose input is token ids
+  (`Module.input_spec()`: an Embedding first, a GPT) takes integer x [N, T],
+  each id in [0, num_embeddings), converted to int32 like labels.
+- y for loss="cross_entropy": integer class labels with the output's shape
+  without its last dim ([N] for logits [N, C], [N, T] for [N, T, V]), each in
+  [0, C). Any integer dtype is accepted and converted to int32 (the IR's
+  label type); a float array is an error.
 - y for loss="mse": float32 with the model output's shape [N, out_features].
 
 Host or device batches: x and y may be NumPy arrays or, on the cupy backend,
 CuPy arrays (anything with `__cuda_array_interface__`) on the backend's device.
 Device inputs are copied device-to-device into the program's fixed input buffers
 (no host round trip; a batch that already is `executable().buffer("x")` is not
-copied at all). Labels on the device are range-checked only by a synchronous
-`step()` (the check reads their min and max back); with `sync=False` nothing
-waits, and a label outside [0, C) makes that step's loss NaN and its row's
+copied at all). Labels and token ids on the device are range-checked only by a
+synchronous `step()` (the check reads their min and max back); with `sync=False`
+nothing waits, and a label outside [0, C) makes that step's loss NaN and its row's
 gradient zero instead of an error.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
+import time
 import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
@@ -39,12 +44,13 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from aicfc.builder import LABEL_DTYPE, build_predict, build_train_step, initial_values
+from aicfc.compile_cache import CompileCache, cache_folder, cache_key, file_digest
 from aicfc.context import make_context
 from aicfc.dialects import exec as ex
 from aicfc.dialects.autodiff import BackwardOp
 from aicfc.dialects.roles import arg_name
 from aicfc.ir import print_module
-from aicfc.nn import Module, ShapeError
+from aicfc.nn import InputSpec, Module, ShapeError
 from aicfc.optim import Optimizer
 from aicfc.passes.aicfc_expand_backward import unused_wrt
 from aicfc.passes.pipelines import GRAPH_STAGE, run_steps, stage_names, train_pipeline
@@ -61,12 +67,21 @@ FUNCTIONS = ("train_step", "predict")
 
 @dataclass
 class CompiledFunction:
-    """One compiled entry: the IR after every stage and the loaded executable."""
+    """One compiled entry: the IR after every stage and the loaded executable.
+
+    from_cache: the planned exec IR came from the compile cache (aicfc/compile_cache.py);
+                then `stages` holds only "graph" and the last stage until `Program.mlir`
+                asks for another one (it runs the pipeline for it then).
+    seconds:    wall time of building the IR, the pipeline (or the cache read) and
+                loading the executable on the backend (not its first run).
+    """
 
     function: str
     x_shape: tuple[int, ...]
     stages: dict[str, ModuleOp] = field(default_factory=dict)
     executable: Executable | None = None
+    from_cache: bool = False
+    seconds: float = 0.0
 
 
 class IncompatibleKeys(NamedTuple):
@@ -97,11 +112,37 @@ def _host_array(name: str, a: Any, dtype: np.dtype | None) -> np.ndarray:
 
 
 def check_x(model: Module, x: Any, dtype: np.dtype) -> np.ndarray:
-    """x as a contiguous host array of `dtype` and shape [N, in_features] that `model`
-    takes; InputError naming "x" otherwise (the checks of `Program.predict`)."""
-    xa: np.ndarray = _x_of_dtype(x, dtype, device=False)
+    """x as a contiguous host array of `dtype` and shape [N, in_features] (or int32 token
+    ids, for a model whose `input_spec()` says so) that `model` takes; InputError naming
+    "x" otherwise (the checks of `Program.predict`)."""
+    spec = model.input_spec()
+    xa: np.ndarray = (
+        _ids(x, spec, device=False, check_range=True)
+        if spec.is_ids
+        else _x_of_dtype(x, dtype, device=False)
+    )
     _model_output_shape(model, xa.shape)
     return xa
+
+
+def _ids(x: Any, spec: InputSpec, device: bool, check_range: bool) -> Any:
+    """Token ids x (host or `device` array) as a contiguous array of `spec.dtype`; InputError
+    naming "x" for a float array or an id outside [0, spec.high) (device arrays: only when
+    `check_range`, which reads their min and max back)."""
+    xa = x if device else _host_array("x", x, None)
+    if not np.issubdtype(xa.dtype, np.integer):
+        raise InputError(
+            f'input "x": the model takes integer token ids, got dtype {xa.dtype} '
+            "(convert with x.astype(np.int32) if they are whole numbers)"
+        )
+    if spec.high is not None and xa.size and (check_range or not device):
+        lo, hi = int(xa.min()), int(xa.max())
+        if lo < 0 or hi >= spec.high:
+            raise InputError(
+                f'input "x": token ids must be in [0, {spec.high}) (the embedding has '
+                f"{spec.high} rows), got values from {lo} to {hi}"
+            )
+    return _contiguous(xa.astype(spec.dtype, copy=False), device)
 
 
 def _x_of_dtype(x: Any, dtype: np.dtype, device: bool) -> Any:
@@ -157,6 +198,11 @@ class Program:
     The Program owns the trained weights (`parameters()`, `state_dict()`); the
     nn.Module it was compiled from keeps its initial ones.
 
+    Compiled exec IR is kept in the compile cache (aicfc/compile_cache.py; `cache_dir`:
+    its folder, None for $AICFC_CACHE_DIR or ~/.cache/aicfc/compiled, False to disable
+    it), so a second process compiling the same model for the same device skips the
+    pipeline (`compiled_functions()[i].from_cache`).
+
     Kernels are selected for the backend's device (`backend.lower_exec_options()`:
     architecture, cuBLASLt availability, autotune cache), so `mlir("exec")` shows
     the kernels that run. tf32: allow TF32 tensor-core GEMMs (about 1e-3 relative
@@ -173,6 +219,7 @@ class Program:
         inplace: bool = True,
         tf32: bool | None = None,
         backend_reason: str = "requested",
+        cache_dir: str | os.PathLike[str] | bool | None = None,
     ):
         self.model = model
         self.backend_reason = backend_reason
@@ -186,14 +233,19 @@ class Program:
         self.tf32 = bool(exec_options.get("tf32", False))
         self._steps = train_pipeline(backend.name, inplace, exec_options)
         self.stages: tuple[str, ...] = stage_names(self._steps)
+        folder = cache_folder(cache_dir)
+        self.compile_cache: CompileCache | None = CompileCache(folder) if folder else None
+        tuned = exec_options.get("autotune_cache")
+        self._cache_inputs = {"autotune": file_digest(str(tuned)) if tuned else "none"}
         params = dict(model.named_parameters())
         if not params:
             raise ValueError("compile: the model has no parameters to train")
         self.dtype = next(iter(params.values())).dtype
         self.in_features = model.input_features()
-        if self.in_features is not None:  # the layers must fit each other, whatever x is
+        self.input_spec: InputSpec = model.input_spec()
+        if self.input_spec.sample is not None:  # the layers must fit each other, whatever x is
             try:
-                model.output_shape((1, self.in_features))
+                model.output_shape((1, *self.input_spec.sample))
             except ShapeError as e:
                 raise type(e)(f"compile: the model's layers do not fit: {e}") from None
         self.param_names: tuple[str, ...] = tuple(params)
@@ -227,7 +279,7 @@ class Program:
         x, y: host (NumPy) or device (CuPy) arrays, see the module docstring.
         Raises InputError naming "x" or "y" for a wrong shape, dtype or label.
         """
-        xa = self._check_x(x)
+        xa = self._check_x(x, check_range=sync)
         ya = self._check_y(y, self._output_shape(xa.shape), check_range=sync)
         exe = self._entry("train_step", xa.shape).executable
         assert exe is not None
@@ -236,7 +288,8 @@ class Program:
         return float(exe.run({"x": xa, "y": ya})["loss"])
 
     def predict(self, x: Any, *, sync: bool = True) -> Any:
-        """The model's output for x [N, in_features] (dropout off): a new array [N, out].
+        """The model's output for x [N, in_features] (dropout off): a new array [N, out]
+        (a GPT's: logits [N, T, V] for token ids [N, T]).
 
         sync=True (default): a NumPy array. sync=False: a new array of the backend
         (CuPy on the GPU), returned without waiting.
@@ -308,6 +361,8 @@ class Program:
                 f"@{function} is not compiled yet: call "
                 f"{'step' if function == 'train_step' else 'predict'}() first or pass batch_size"
             )
+        if stage not in entry.stages:  # loaded from the compile cache: run the pipeline
+            self._run_pipeline(entry, entry.stages[GRAPH_STAGE].clone())
         return print_module(entry.stages[stage], generic=generic)
 
     def executable(self, function: str = "train_step", batch_size: int | None = None) -> Executable:
@@ -325,6 +380,11 @@ class Program:
     def compiled(self) -> list[tuple[str, tuple[int, ...]]]:
         """(function, x shape) of every compiled entry, in compile order."""
         return [(c.function, c.x_shape) for c in self._compiled.values()]
+
+    def compiled_functions(self) -> list[CompiledFunction]:
+        """Every compiled entry (its stages, executable, compile time, cache hit), in
+        compile order."""
+        return list(self._compiled.values())
 
     def report(
         self, x: Any = None, batch_size: int = 1, thresholds: Thresholds | None = None
@@ -356,11 +416,12 @@ class Program:
             raise ValueError(f"unknown function {function!r}; functions: {', '.join(FUNCTIONS)}")
 
     def _x_shape(self, batch_size: int) -> tuple[int, ...]:
-        if self.in_features is None:
+        """The input shape for a bare batch size: [batch_size, *input_spec().sample]."""
+        if self.input_spec.sample is None:
             raise ValueError("the model fixes no input width; call step()/predict() with data")
         if isinstance(batch_size, bool) or int(batch_size) != batch_size or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        return (int(batch_size), self.in_features)
+        return (int(batch_size), *self.input_spec.sample)
 
     def _device_input(self, name: str, a: Any) -> bool:
         """True for a device array; InputError if this backend cannot take one."""
@@ -373,9 +434,13 @@ class Program:
             )
         return True
 
-    def _check_x(self, x: Any) -> Any:
-        """x of the parameters' dtype, in row-major order (`_output_shape` checks its shape)."""
-        return _x_of_dtype(x, self.dtype, self._device_input("x", x))
+    def _check_x(self, x: Any, check_range: bool = True) -> Any:
+        """x of the parameters' dtype (or token ids, see `input_spec`), in row-major order
+        (`_output_shape` checks its shape)."""
+        device = self._device_input("x", x)
+        if self.input_spec.is_ids:
+            return _ids(x, self.input_spec, device, check_range)
+        return _x_of_dtype(x, self.dtype, device)
 
     def _output_shape(self, x_shape: tuple[int, ...]) -> tuple[int, ...]:
         """The model's output shape for inputs of `x_shape`: the model checks each shape
@@ -402,9 +467,10 @@ class Program:
                 f'input "y": cross_entropy takes integer class labels, got dtype {ya.dtype} '
                 "(convert with y.astype(np.int32) if they are whole numbers)"
             )
-        if ya.shape != out_shape[:1]:
+        if ya.shape != out_shape[:-1]:
+            per = "row" if len(out_shape) == 2 else "position"
             raise InputError(
-                f'input "y": expected shape [{out_shape[0]}] (one label per row of x), '
+                f'input "y": expected shape {_shape(out_shape[:-1])} (one label per {per} of x), '
                 f"got {_shape(ya.shape)}"
             )
         classes = out_shape[-1]
@@ -454,19 +520,37 @@ class Program:
                     stacklevel=5,
                 )
 
-    def _compile(self, function: str, x_shape: tuple[int, ...]) -> CompiledFunction:
-        module = self._build(function, x_shape)
-        if function == "train_step":
-            self._warn_unused(module)
-        entry = CompiledFunction(function, x_shape)
-        entry.stages[GRAPH_STAGE] = module.clone()
+    def _run_pipeline(self, entry: CompiledFunction, module: ModuleOp) -> None:
+        """Run the pipeline on `module` in place, keeping each stage in `entry`."""
 
         def keep(stage: str, m: ModuleOp) -> None:
             entry.stages[stage] = m.clone()
 
         run_steps(make_context(), module, self._steps, keep)
+
+    def _compile(self, function: str, x_shape: tuple[int, ...]) -> CompiledFunction:
+        start = time.perf_counter()
+        module = self._build(function, x_shape)
+        if function == "train_step":
+            self._warn_unused(module)
+        entry = CompiledFunction(function, x_shape)
+        entry.stages[GRAPH_STAGE] = module.clone()
+        cache, key = self.compile_cache, ""
+        planned = None
+        if cache is not None:
+            key = cache_key(module, (s.passes for s in self._steps), self._cache_inputs)
+            planned = cache.load(key, make_context(), [function])
+        if planned is not None:
+            module = planned
+            entry.from_cache = True
+            entry.stages[self.stages[-1]] = module.clone()
+        else:
+            self._run_pipeline(entry, module)
+            if cache is not None:
+                cache.store(key, module)
         program = next(op for op in module.ops if isinstance(op, ex.ProgramOp))
         entry.executable = self.backend.load(program, self.store)
+        entry.seconds = time.perf_counter() - start
         return entry
 
     def __repr__(self) -> str:

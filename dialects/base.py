@@ -124,6 +124,8 @@ class AicfcOp(IRDLOperation):
             props.append("collapse-producing")
         if f & OpFlag.IS_STOCHASTIC:
             props.append("stochastic")
+        if f & OpFlag.IS_GATHER:
+            props.append("gather")
         if f & (OpFlag.IS_LAYOUT | OpFlag.IS_SHAPE_ONLY):
             props.append("shape-only")
         return props

@@ -66,7 +66,11 @@ class OpFlag(enum.IntFlag):
     IS_AFFINE = 1 << 19
     """Linear up to a constant offset: x -> A x + c (bias_add)."""
     TAKES_CLASS_LABELS = 1 << 20
-    """Operand #0 is logits [N, C] and operand #1 integer class labels [N] in [0, C)."""
+    """Operand #0 is logits [..., C] and operand #1 integer class labels [...] in [0, C)."""
+    IS_GATHER = 1 << 21
+    """Reads rows of a table selected by integer indices (embedding)."""
+    IS_NORMALIZATION = 1 << 22
+    """Normalises along the last dim by statistics of its own input (layer_norm)."""
     # --- derived: computed per instance in context (bits 32-63) ---
     DTYPE_F32 = 1 << 32
     DTYPE_F16 = 1 << 33

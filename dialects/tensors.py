@@ -148,14 +148,18 @@ def matmul_shape(
     transpose_a: bool,
     transpose_b: bool,
 ) -> tuple[int, int, int]:
-    """(M, N, K) of op(A) @ op(B), or a VerifyException naming the dimensions."""
+    """(M, N, K) of op(A) @ op(B) over the last two dims, or a VerifyException naming them.
+
+    Both operands have rank >= 2; the transpose flags apply to their last two dims.
+    """
     sa, sb = a.get_shape(), b.get_shape()
-    if len(sa) != 2 or len(sb) != 2:
+    if len(sa) < 2 or len(sb) < 2:
         raise VerifyException(
-            f"{op_name}: operands must be rank 2, got lhs {fmt_shape(sa)} and rhs {fmt_shape(sb)}"
+            f"{op_name}: operands must have rank >= 2 ([..., M, K] and [..., K, N]), got lhs "
+            f"{fmt_shape(sa)} and rhs {fmt_shape(sb)}"
         )
-    m, ka = (sa[1], sa[0]) if transpose_a else (sa[0], sa[1])
-    kb, n = (sb[1], sb[0]) if transpose_b else (sb[0], sb[1])
+    m, ka = (sa[-1], sa[-2]) if transpose_a else (sa[-2], sa[-1])
+    kb, n = (sb[-1], sb[-2]) if transpose_b else (sb[-2], sb[-1])
     if ka != kb:
         raise VerifyException(
             f"{op_name}: contraction dimensions differ: lhs {fmt_shape(sa)}"
@@ -163,6 +167,23 @@ def matmul_shape(
             f"{' (transposed)' if transpose_b else ''} has K={kb}"
         )
     return m, n, ka
+
+
+def batch_shape(op_name: str, a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
+    """The broadcast batch dims of two products' operands [..., M, K] and [..., K, N]
+    (torch.matmul: right-aligned, each pair equal or one of them 1)."""
+    ba, bb = tuple(a[:-2]), tuple(b[:-2])
+    rank = max(len(ba), len(bb))
+    pa, pb = (1,) * (rank - len(ba)) + ba, (1,) * (rank - len(bb)) + bb
+    out = []
+    for i, (x, y) in enumerate(zip(pa, pb, strict=True)):
+        if x != y and 1 not in (x, y):
+            raise VerifyException(
+                f"{op_name}: batch dims {fmt_shape(ba)} of lhs and {fmt_shape(bb)} of rhs do "
+                f"not broadcast: dim {i} of the batch is {x} and {y}"
+            )
+        out.append(max(x, y) if 0 not in (x, y) else 0)
+    return tuple(out)
 
 
 def axis_in_range(op_name: str, axis: int, rank: int) -> int:

@@ -15,6 +15,20 @@
 //       out[i] = x[sum_d idx_d(i) * meta[rank + d]] with idx_d the digits of i in the
 //       output shape meta[0:rank]; the strides say where each output axis comes from
 //       (a transpose permutes the input strides, a broadcast sets them to 0).
+//   aicfc_permute_rows_b32:            (x, out, const int64* meta, int32 rank, int64 n)
+//       aicfc_permute_b32 in 16-byte words, where the launcher found the last axis
+//       contiguous in both, its size and every source stride multiples of 4 and both
+//       buffers 16-byte aligned (a transpose that moves whole rows: heads split or merged);
+//       n counts words, meta's strides are in elements.
+//   aicfc_strided_copy_b{32,64}:      (x, out, const int64* meta, int32 rank, int64 n)
+//       out[meta[3 rank + 1] + sum_d idx_d(i) meta[2 rank + d]] =
+//       x[meta[3 rank] + sum_d idx_d(i) meta[rank + d]], idx_d the digits of i in the
+//       shape meta[0:rank]: a strided view copied into another (graph.split reads one
+//       slice of its input, graph.concat writes each input into its slice).
+//   aicfc_scale_f32:                   (x, out, int64 n, float factor)    out = factor x
+//   aicfc_causal_mask_f32:             (x, out, int64 T, int64 S, int64 n, float fill)
+//       x [..., T, S]: out = fill where the column j exceeds the row i, else x
+//       (graph.causal_mask, top-left aligned as torch.tril).
 #include "common.cuh"
 
 AICFC_EXPORT_ABI_VERSION
@@ -102,4 +116,54 @@ extern "C" __global__ void aicfc_permute_b32(const uint32_t* x, uint32_t* out, c
 extern "C" __global__ void aicfc_permute_b64(const uint64_t* x, uint64_t* out, const int64_t* meta,
                                              int32_t rank, int64_t n) {
   permute<uint64_t>(x, out, meta, rank, n);
+}
+
+extern "C" __global__ void aicfc_permute_rows_b32(const uint4* x, uint4* out,
+                                                  const int64_t* meta, int32_t rank, int64_t n) {
+  AICFC_GRID_STRIDE(i, n) {
+    int64_t rest = i * 4, src = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      int64_t dim = meta[d];
+      src += (rest % dim) * meta[rank + d];
+      rest /= dim;
+    }
+    out[i] = x[src / 4];
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void strided_copy(const T* x, T* out, const int64_t* meta, int rank,
+                                             int64_t n) {
+  AICFC_GRID_STRIDE(i, n) {
+    int64_t rest = i, src = meta[3 * rank], dst = meta[3 * rank + 1];
+    for (int d = rank - 1; d >= 0; --d) {
+      int64_t dim = meta[d], c = rest % dim;
+      src += c * meta[rank + d];
+      dst += c * meta[2 * rank + d];
+      rest /= dim;
+    }
+    out[dst] = x[src];
+  }
+}
+
+extern "C" __global__ void aicfc_strided_copy_b32(const uint32_t* x, uint32_t* out,
+                                                  const int64_t* meta, int32_t rank, int64_t n) {
+  strided_copy<uint32_t>(x, out, meta, rank, n);
+}
+
+extern "C" __global__ void aicfc_strided_copy_b64(const uint64_t* x, uint64_t* out,
+                                                  const int64_t* meta, int32_t rank, int64_t n) {
+  strided_copy<uint64_t>(x, out, meta, rank, n);
+}
+
+extern "C" __global__ void aicfc_scale_f32(const float* x, float* out, int64_t n, float factor) {
+  AICFC_GRID_STRIDE(i, n) { out[i] = factor * x[i]; }
+}
+
+extern "C" __global__ void aicfc_causal_mask_f32(const float* x, float* out, int64_t T,
+                                                 int64_t S, int64_t n, float fill) {
+  AICFC_GRID_STRIDE(i, n) {
+    int64_t j = i % S, r = (i / S) % T;
+    out[i] = j > r ? fill : x[i];
+  }
 }

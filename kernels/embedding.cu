@@ -6,7 +6,8 @@
 // aicfc_embedding_f32_{i32,i64}: out[n, :] = table[ids[n], :] (torch.nn.functional
 //   .embedding). An id outside [0, V) (possible only for ids already on the device: the
 //   sync path checks host ids) gives a NaN row and reads nothing outside the table.
-//   ABI: (table [V, D], ids [N], out [N, D], int32 N, int32 V, int32 D).
+//   ABI: (ids [N], table [V, D], out [N, D], int32 N, int32 V, int32 D) (graph.embedding's
+//   operand order).
 //   Grid: ceil(N / 8) blocks (or fewer: grid-stride) of 256 threads, a warp per row,
 //   lanes over 16-byte columns (D a multiple of 4 and 16-byte aligned buffers) or
 //   single ones.
@@ -283,7 +284,7 @@ __device__ __forceinline__ void embedding_grad_chunks(const float* dout, const L
 // Grid (launch 1): (ceil(N / chunk), ceil(D / 128)), 256 threads.
 #define AICFC_EMBEDDING(LT, CT)                                                                \
   extern "C" __global__ void __launch_bounds__(kThreads) aicfc_embedding_f32_##LT(            \
-      const float* table, const CT* ids, float* out, int32_t N, int32_t V, int32_t D) {        \
+      const CT* ids, const float* table, float* out, int32_t N, int32_t V, int32_t D) {        \
     embedding<CT>(table, ids, out, N, V, D);                                                   \
   }                                                                                            \
   extern "C" __global__ void __launch_bounds__(kThreads) aicfc_embedding_grad_chunks_f32_##LT( \

@@ -11,6 +11,12 @@
 // Two tile shapes: 128x128 (large problems) and 64x64 (_s64, small problems, more
 // blocks). The TF32 tensor-core variant is gemm_tf32.cu.
 // ABI: (A, B, bias|null, Y, Z|null, int32 M, int32 N, int32 K, int32 act).
+//
+// aicfc_gemm_batched_f32_* (the 64x64 tile, a batch of products, torch.matmul's batched
+// form): block z runs product z, A_z = A + z stride_a, B_z = B + z stride_b (a stride of
+// 0 broadcasts one operand over the batch), Y_z and Z_z at z M N; the bias (length N)
+// is shared. ABI: (A, B, bias|null, Y, Z|null, int32 M, int32 N, int32 K, int32 act,
+// int64 stride_a, int64 stride_b). Grid: (ceil(N / 64), ceil(M / 64), batch).
 #include "common.cuh"
 
 AICFC_EXPORT_ABI_VERSION
@@ -135,6 +141,17 @@ __device__ __forceinline__ void gemm_f32_tile(const float* __restrict__ A,
     aicfc::gemm_f32_tile<BM, BN, 8, TM, TN, TA, TB>(A, B, bias, Y, Z, M, N, K, act);           \
   }
 
+// Grid: (ceil(N / 64), ceil(M / 64), batch); block: 256 threads.
+#define AICFC_GEMM_BATCHED_F32(SUFFIX, TA, TB)                                                 \
+  extern "C" __global__ void __launch_bounds__(256) aicfc_gemm_batched_f32_##SUFFIX(          \
+      const float* A, const float* B, const float* bias, float* Y, float* Z, int32_t M,        \
+      int32_t N, int32_t K, int32_t act, int64_t stride_a, int64_t stride_b) {                 \
+    const size_t z = blockIdx.z, plane = (size_t)M * N;                                        \
+    aicfc::gemm_f32_tile<64, 64, 8, 4, 4, TA, TB>(A + z * stride_a, B + z * stride_b, bias,   \
+                                                  Y + z * plane, Z ? Z + z * plane : nullptr, \
+                                                  M, N, K, act);                               \
+  }
+
 AICFC_GEMM_F32(nn, 128, 128, 8, 8, false, false)
 AICFC_GEMM_F32(nt, 128, 128, 8, 8, false, true)
 AICFC_GEMM_F32(tn, 128, 128, 8, 8, true, false)
@@ -143,4 +160,7 @@ AICFC_GEMM_F32(s64_nn, 64, 64, 4, 4, false, false)
 AICFC_GEMM_F32(s64_nt, 64, 64, 4, 4, false, true)
 AICFC_GEMM_F32(s64_tn, 64, 64, 4, 4, true, false)
 AICFC_GEMM_F32(s64_tt, 64, 64, 4, 4, true, true)
-
+AICFC_GEMM_BATCHED_F32(nn, false, false)
+AICFC_GEMM_BATCHED_F32(nt, false, true)
+AICFC_GEMM_BATCHED_F32(tn, true, false)
+AICFC_GEMM_BATCHED_F32(tt, true, true)

@@ -87,7 +87,11 @@ def apply_match(m: Match, rewriter: PatternRewriter) -> bool:
     """
     built = m.pattern.build(m)
     replaced: dict[SSAValue, SSAValue] = {m.ops[-1].results[0]: built.result}
-    replaced.update(zip(m.ops[-1].results[1:], built.rest, strict=False))
+    replaced.update(
+        (old, new)
+        for old, new in zip(m.ops[-1].results[1:], built.rest, strict=False)
+        if new is not None
+    )
     replaced.update((m.exports[n], new) for n, new in built.exports.items() if n in m.exports)
     orphaned = any(r not in replaced and m.has_outside_uses(r) for op in m.ops for r in op.results)
     anchor = None if orphaned else _insertion_anchor(m, built)

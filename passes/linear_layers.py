@@ -6,8 +6,9 @@ report asks the same matchers: it groups its "Linear" nodes with
 `layer_starting_at` (it also takes fused activations and asks for param
 weights) and lists `match_pair`'s pairs as fold candidates. A layer's GEMM is a
 `graph.matmul` or a `graph.gemm_epilogue` without activation (matched by
-OpFlag.IS_GEMM_LIKE and the absence of an `act` property), with a fused bias
-operand or followed by the `graph.bias_add` that is its only user.
+OpFlag.IS_GEMM_LIKE and the absence of an `act` property) of a matrix weight, with a
+fused bias operand or followed by the `graph.bias_add` that is its only user; its
+input may have leading dims ([B, T, D], a layer on every position).
 """
 
 from __future__ import annotations
@@ -57,14 +58,19 @@ class Linear:
 
 
 def _linear_head(op: Operation | None) -> bool:
-    """A GEMM-like op without activation and without a second result, on rank-2 tensors."""
+    """A GEMM-like op without activation and without a second result, whose weight is a
+    matrix and whose input a matrix or an untransposed [..., M, K] (a layer applied to
+    every position of [B, T, D]: the leading dims fold into M)."""
     if op is None or not static_flags(op) & F.IS_GEMM_LIKE:
         return False
-    if op.properties.get("act") is not None or len(op.results) != 1:
+    if op.properties.get("act") is not None or len(op.results) != 1 or len(op.operands) < 2:
         return False
-    return all(
-        isinstance(v.type, TensorType) and len(v.type.get_shape()) == 2 for v in op.operands[:2]
-    )
+    x, w = op.operands[0].type, op.operands[1].type
+    if not isinstance(x, TensorType) or not isinstance(w, TensorType):
+        return False
+    rank = len(x.get_shape())
+    untransposed = op.properties.get("transpose_a") is None
+    return len(w.get_shape()) == 2 and (rank == 2 or (rank > 2 and untransposed))
 
 
 def _separate_bias_add(op: Operation | None, x: SSAValue) -> bool:
@@ -138,8 +144,8 @@ class Pair:
 
     def sizes(self) -> tuple[int, int, int]:
         """(in, hidden, out) features."""
-        h = shape_of(self.first.output.type)[1]
-        out = shape_of(self.second.output.type)[1]
+        h = shape_of(self.first.output.type)[-1]
+        out = shape_of(self.second.output.type)[-1]
         w1 = shape_of(self.first.weight.type)
         in_ = w1[1] if self.first.transpose_w else w1[0]
         return in_, h, out

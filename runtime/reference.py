@@ -35,7 +35,8 @@ _INV_SQRT_2PI = 0.3989422804014327
 
 
 def _op(x: Array, transpose: bool) -> Array:
-    return x.T if transpose else x
+    """x, or x with its last two dims swapped (a batch of transposed matrices)."""
+    return np.swapaxes(x, -1, -2) if transpose else x
 
 
 # --- constants and matrix products ------------------------------------------
@@ -44,7 +45,8 @@ def _op(x: Array, transpose: bool) -> Array:
 def matmul(
     a: Array, b: Array, *, transpose_a: bool = False, transpose_b: bool = False
 ) -> tuple[Array]:
-    return (_op(a, transpose_a) @ _op(b, transpose_b),)
+    """op(A) @ op(B) over the last two dims, batch dims broadcast (torch.matmul)."""
+    return (np.matmul(_op(a, transpose_a), _op(b, transpose_b)),)
 
 
 def _activate(z: Array, act: str) -> Array:
@@ -62,8 +64,8 @@ def gemm_epilogue(
     transpose_a: bool = False,
     transpose_b: bool = False,
 ) -> tuple[Array, Array]:
-    """(Y, Z) with Z = op(A) op(B) + bias and Y = act(Z); bias has length N."""
-    z = _op(a, transpose_a) @ _op(b, transpose_b)
+    """(Y, Z) with Z = op(A) op(B) + bias and Y = act(Z); A [..., M, K], bias of length N."""
+    z = np.matmul(_op(a, transpose_a), _op(b, transpose_b))
     if bias is not None:
         z = z + bias
     return _activate(z, act), z
@@ -86,6 +88,10 @@ def sub(a: Array, b: Array) -> tuple[Array]:
 
 def mul(a: Array, b: Array) -> tuple[Array]:
     return (a * b,)
+
+
+def scale(x: Array, *, factor: float) -> tuple[Array]:
+    return (x * x.dtype.type(factor),)
 
 
 def relu(x: Array) -> tuple[Array]:
@@ -176,6 +182,172 @@ def broadcast_to(x: Array, *, shape: tuple[int, ...]) -> tuple[Array]:
     return (np.ascontiguousarray(np.broadcast_to(x, shape)),)
 
 
+def split(x: Array, *, axis: int, sizes: tuple[int, ...]) -> tuple[Array, ...]:
+    """torch.split(x, sizes, dim=axis): consecutive pieces along the axis."""
+    cuts = np.cumsum(sizes)[:-1]
+    return tuple(np.ascontiguousarray(p) for p in np.split(x, cuts, axis=axis))
+
+
+def concat(*inputs: Array, axis: int) -> tuple[Array]:
+    """torch.cat(inputs, dim=axis)."""
+    return (np.concatenate(inputs, axis=axis),)
+
+
+# --- embedding ---------------------------------------------------------------
+
+
+def _check_ids(ids: Array, rows: int) -> None:
+    """Ids must lie in [0, V): a negative one would silently index from the end."""
+    if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= rows):
+        raise ValueError(
+            f"graph.embedding: ids must be in [0, {rows}) for a table of {rows} rows, got "
+            f"values from {int(ids.min())} to {int(ids.max())}"
+        )
+
+
+def embedding(ids: Array, weight: Array) -> tuple[Array]:
+    """out[n] = weight[ids[n]] (torch.nn.functional.embedding)."""
+    _check_ids(ids, weight.shape[0])
+    return (weight[ids],)
+
+
+def embedding_grad(dy: Array, ids: Array, *, num_embeddings: int) -> tuple[Array]:
+    """dweight[v] = the sum of dy[n] over the positions with ids[n] = v, in increasing n
+    (np.add.at adds unbuffered, in index order: deterministic)."""
+    _check_ids(ids, num_embeddings)
+    d = dy.shape[-1]
+    dw = np.zeros((num_embeddings, d), dtype=dy.dtype)
+    np.add.at(dw, ids.reshape(-1), dy.reshape(-1, d))
+    return (dw,)
+
+
+# --- layer normalisation (torch.nn.functional.layer_norm) --------------------
+
+
+def layer_norm(
+    x: Array, weight: Array | None = None, bias: Array | None = None, *, eps: float
+) -> tuple[Array, Array, Array]:
+    """(y, mean, rstd) over the last dim: biased variance, rstd = 1 / sqrt(var + eps)."""
+    mean = np.mean(x, axis=-1, keepdims=True)
+    var = np.mean((x - mean) ** 2, axis=-1, keepdims=True)
+    rstd = 1.0 / np.sqrt(var + x.dtype.type(eps))
+    y = (x - mean) * rstd
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y.astype(x.dtype), mean[..., 0], rstd[..., 0]
+
+
+def add_layer_norm(
+    x: Array,
+    residual: Array,
+    weight: Array | None = None,
+    bias: Array | None = None,
+    *,
+    eps: float,
+) -> tuple[Array, Array, Array, Array]:
+    """(sum, y, mean, rstd): sum = x + residual, then layer_norm(sum)."""
+    total = x + residual
+    return (total, *layer_norm(total, weight, bias, eps=eps))
+
+
+def layer_norm_grad(
+    dy: Array, x: Array, mean: Array, rstd: Array, weight: Array | None = None
+) -> tuple[Array, Array, Array]:
+    """(dx, dweight, dbias) of layer_norm (torch's backward); the caller keeps the results
+    the op has (dweight with a weight, dbias with a bias)."""
+    xhat = (x - mean[..., None]) * rstd[..., None]
+    g = dy * weight if weight is not None else dy
+    dx = rstd[..., None] * (
+        g - np.mean(g, axis=-1, keepdims=True) - xhat * np.mean(g * xhat, axis=-1, keepdims=True)
+    )
+    rows = tuple(range(dy.ndim - 1))
+    dw = np.sum(dy * xhat, axis=rows)
+    db = np.sum(dy, axis=rows)
+    return dx.astype(dy.dtype), dw.astype(dy.dtype), db.astype(dy.dtype)
+
+
+# --- attention ---------------------------------------------------------------
+
+
+def causal_mask(x: Array, *, fill: float = -np.inf) -> tuple[Array]:
+    """fill where key j > query i over the last two dims (top-left, torch.tril)."""
+    t, s = x.shape[-2:]
+    keep = np.tril(np.ones((t, s), dtype=bool))
+    return (np.where(keep, x, x.dtype.type(fill)),)
+
+
+def scaled_dot_product_attention(
+    q: Array,
+    k: Array,
+    v: Array,
+    offset: Array | None = None,
+    *,
+    scale: float,
+    causal: bool = False,
+    dropout_p: float = 0.0,
+    seed: int = 0,
+) -> tuple[Array, Array]:
+    """(out, lse): the unfused chain's references, composed (so fusion changes no bit):
+    scores = scale q k^T, causal mask, softmax over the keys, graph.dropout's mask on the
+    flattened [B, H, T, S] probabilities, times v; lse = log(sum_j exp(scores)) of the
+    unmasked j, before dropout."""
+    s = _attention_scores(q, k, scale=scale, causal=causal)
+    (p,) = softmax(s, axis=-1)
+    if dropout_p > 0:
+        assert offset is not None
+        (p,) = dropout(p, offset, p=dropout_p, seed=seed)
+    m = np.max(s, axis=-1, keepdims=True)
+    lse = m + np.log(np.sum(np.exp(s - m), axis=-1, keepdims=True))
+    return np.matmul(p, v), lse[..., 0].astype(q.dtype)
+
+
+def _attention_scores(q: Array, k: Array, *, scale: float, causal: bool) -> Array:
+    """scale q k^T, causal-masked: matmul, scale and causal_mask as above."""
+    (s,) = matmul(q, k, transpose_b=True)
+    s = s * s.dtype.type(scale)
+    if causal:
+        (s,) = causal_mask(s)
+    return s
+
+
+def scaled_dot_product_attention_grad(
+    dout: Array,
+    q: Array,
+    k: Array,
+    v: Array,
+    out: Array,
+    lse: Array,
+    offset: Array | None = None,
+    *,
+    scale: float,
+    causal: bool = False,
+    dropout_p: float = 0.0,
+    seed: int = 0,
+) -> tuple[Array, Array, Array]:
+    """(dq, dk, dv) with the probabilities recomputed from lse (FlashAttention-2's backward):
+    P = exp(scores - lse), Pd = P * keep / (1 - p), dv = Pd^T dout, dP = (dout v^T) *
+    keep / (1 - p), Delta = rowsum(dout * out), dS = P (dP - Delta), dq = scale dS k,
+    dk = scale dS^T q."""
+    s = _attention_scores(q, k, scale=scale, causal=causal)
+    p = np.exp(s - lse[..., None])
+    dp = np.matmul(dout, _op(v, True))
+    pd = p
+    if dropout_p > 0:
+        assert offset is not None
+        keep = dropout_keep(p.size, int(offset), dropout_p, seed).reshape(p.shape)
+        kept = np.where(keep, p.dtype.type(1.0 / (1.0 - dropout_p)), p.dtype.type(0))
+        pd, dp = p * kept, dp * kept
+    dv = np.matmul(_op(pd, True), dout)
+    delta = np.sum(dout * out, axis=-1, keepdims=True)
+    ds = p * (dp - delta)
+    sc = q.dtype.type(scale)
+    dq = sc * np.matmul(ds, k)
+    dk = sc * np.matmul(_op(ds, True), q)
+    return dq.astype(q.dtype), dk.astype(q.dtype), dv.astype(q.dtype)
+
+
 # --- reductions and losses ---------------------------------------------------
 
 
@@ -203,6 +375,11 @@ def _check_labels(labels: Array, classes: int) -> None:
         )
 
 
+def _rows(logits: Array, labels: Array) -> tuple[Array, Array]:
+    """Logits [..., C] and labels [...] as rows [N, C] and [N] (N: the leading dims)."""
+    return logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)
+
+
 def _label_log_softmax(logits: Array, labels: Array) -> Array:
     """log_softmax(logits) [N, C] after checking the labels [N] against C."""
     _check_labels(labels, logits.shape[1])
@@ -223,8 +400,10 @@ def _nll_grad(lsm: Array, labels: Array, dloss: Array, dtype: np.dtype) -> Array
 
 
 def cross_entropy(logits: Array, labels: Array) -> tuple[Array]:
-    """mean_n(logsumexp(x_n) - x_n[y_n]), never log(softmax) (which underflows to -inf)."""
-    return (_nll(_label_log_softmax(logits, labels), labels, logits.dtype),)
+    """mean over rows of logsumexp(x_n) - x_n[y_n] for logits [..., C], never log(softmax)
+    (which underflows to -inf)."""
+    x, y = _rows(logits, labels)
+    return (_nll(_label_log_softmax(x, y), y, logits.dtype),)
 
 
 def mse_loss(pred: Array, target: Array) -> tuple[Array]:
@@ -260,18 +439,21 @@ def softmax_grad(dy: Array, y: Array, *, axis: int) -> tuple[Array]:
 
 
 def cross_entropy_grad(logits: Array, labels: Array, dloss: Array) -> tuple[Array]:
-    return (_nll_grad(_label_log_softmax(logits, labels), labels, dloss, logits.dtype),)
+    x, y = _rows(logits, labels)
+    return (_nll_grad(_label_log_softmax(x, y), y, dloss, logits.dtype).reshape(logits.shape),)
 
 
 def cross_entropy_with_grad(
     logits: Array, labels: Array, dloss: Array
 ) -> tuple[Array, Array, Array]:
-    """(cross_entropy, cross_entropy_grad, the column sum of that gradient) from one
+    """(cross_entropy, cross_entropy_grad, the sum of that gradient over the rows) from one
     log-softmax: the fused op of aicfc-fuse; a result the op does not have is dropped
     by the caller."""
-    lsm = _label_log_softmax(logits, labels)
-    grad = _nll_grad(lsm, labels, dloss, logits.dtype)
-    return _nll(lsm, labels, logits.dtype), grad, np.sum(grad, axis=0).astype(grad.dtype)
+    x, y = _rows(logits, labels)
+    lsm = _label_log_softmax(x, y)
+    grad = _nll_grad(lsm, y, dloss, logits.dtype)
+    loss = _nll(lsm, y, logits.dtype)
+    return loss, grad.reshape(logits.shape), np.sum(grad, axis=0).astype(grad.dtype)
 
 
 def mse_loss_grad(pred: Array, target: Array, dloss: Array) -> tuple[Array]:
@@ -284,9 +466,9 @@ def dropout_grad(dy: Array, offset: Array, *, p: float, seed: int) -> tuple[Arra
 
 def epilogue_grad(dy: Array, saved: Array, *, act: str) -> tuple[Array, Array]:
     """(dZ, dbias): dZ = act_grad(dY, saved) by the reference of the activation's gradient
-    op, dbias = the column sum of dZ."""
+    op, dbias = the sum of dZ [..., N] over every leading axis."""
     dz = REFERENCE[ACTIVATIONS[Activation(act)].grad](dy, saved)[0]
-    return dz, np.sum(dz, axis=0).astype(dz.dtype)
+    return dz, np.sum(dz, axis=tuple(range(dz.ndim - 1))).astype(dz.dtype)
 
 
 def gemm_epilogue_grad(
@@ -370,6 +552,7 @@ REFERENCE: dict[type[Operation], RefFn] = {
     g.AddOp: add,
     g.SubOp: sub,
     g.MulOp: mul,
+    g.ScaleOp: scale,
     g.ReluOp: relu,
     g.GeluOp: gelu,
     g.TanhOp: tanh,
@@ -378,10 +561,17 @@ REFERENCE: dict[type[Operation], RefFn] = {
     g.ReshapeOp: reshape,
     g.TransposeOp: transpose,
     g.BroadcastToOp: broadcast_to,
+    g.SplitOp: split,
+    g.ConcatOp: concat,
     g.SoftmaxOp: softmax,
     g.ReduceSumOp: reduce_sum,
     g.CrossEntropyOp: cross_entropy,
     g.MseLossOp: mse_loss,
+    g.EmbeddingOp: embedding,
+    g.LayerNormOp: layer_norm,
+    g.AddLayerNormOp: add_layer_norm,
+    g.CausalMaskOp: causal_mask,
+    g.ScaledDotProductAttentionOp: scaled_dot_product_attention,
     ad.ReluGradOp: relu_grad,
     ad.GeluGradOp: gelu_grad,
     ad.TanhGradOp: tanh_grad,
@@ -393,6 +583,9 @@ REFERENCE: dict[type[Operation], RefFn] = {
     ad.DropoutGradOp: dropout_grad,
     ad.EpilogueGradOp: epilogue_grad,
     ad.GemmEpilogueGradOp: gemm_epilogue_grad,
+    ad.EmbeddingGradOp: embedding_grad,
+    ad.LayerNormGradOp: layer_norm_grad,
+    ad.ScaledDotProductAttentionGradOp: scaled_dot_product_attention_grad,
     ad.AdamStepOp: adam_step,
     ad.SgdStepOp: sgd_step,
 }

@@ -42,6 +42,8 @@ PARAM_DEFAULTS: dict[str, object] = {
     "transpose_b": False,
     "act": "none",
     "keepdims": False,
+    "causal": False,
+    "dropout_p": 0.0,
     "nesterov": False,
     "decoupled_weight_decay": False,
 }
@@ -67,9 +69,20 @@ class Constraints:
     activations:    allowed values of the `act` parameter (None = any).
     operand_dtypes: (operand index, allowed dtypes) for operands whose dtype is
                     not the kernel dtype (e.g. cross-entropy labels).
+    operand_ranks:  (operand index, allowed ranks) for kernels written for fixed ranks
+                    (a GEMM of two matrices refuses a batched [B, T, D] operand).
     param_values:   (parameter, allowed values) for any other scalar parameter.
     min_arch:       smallest compute capability, as an int (80 = sm_80).
     requires:       capability keys that must be truthy (e.g. "tf32", "cublaslt").
+    gemm_batch:     for a product kernel (matmul, gemm_epilogue): the largest batch of
+                    matrices one launch takes (1: a single product, with the leading dims
+                    of A folded into M where B is a matrix; 0: any batch of strided
+                    products, runtime/selector.py `gemm_dims`); None: not a product kernel.
+    last_dims:      (operand index, allowed sizes of its last dim), e.g. an attention
+                    kernel's head dims.
+    last_dim_range: (operand index, smallest, largest size of its last dim), e.g. the
+                    classes of a wide-row loss kernel or a layer norm's D.
+    equal_shapes:   operand indices that must all have one shape (attention's q, k, v).
     """
 
     alignment: int = 1
@@ -80,9 +93,14 @@ class Constraints:
     max_numel: int | None = None
     activations: tuple[str, ...] | None = None
     operand_dtypes: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    operand_ranks: tuple[tuple[int, tuple[int, ...]], ...] = ()
     param_values: tuple[tuple[str, tuple[ParamScalar, ...]], ...] = ()
     min_arch: int = 0
     requires: tuple[str, ...] = ()
+    gemm_batch: int | None = None
+    last_dims: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    last_dim_range: tuple[tuple[int, int, int], ...] = ()
+    equal_shapes: tuple[int, ...] = ()
 
     @property
     def is_gemm(self) -> bool:
@@ -104,7 +122,11 @@ class KernelSpec:
     constraints: what it refuses (see Constraints).
     flags:      "inplace_ok" (an output may be the same buffer as the input
                 named by the op's alias policy), "tensor_core", "library"
-                (cuBLASLt/nvmath), "reference" (the NumPy definition), ...
+                (cuBLASLt/nvmath), "reference" (the NumPy definition), "auxiliary"
+                (a second kernel that another entry's launcher binds after its own,
+                such as a reduction of partials: never selected for `op` itself), "view"
+                (the result is the input's bytes read with another shape: a backend may
+                alias them instead of launching, runtime/schedule.py view_aliases), ...
     abi:        ordered (parameter name, C type) of the scalars passed after the
                 buffers (CUDA kernels; empty for NumPy ones).
     source, symbol: the `kernels/*.cu` file and its `extern "C"` entry point.
@@ -184,6 +206,8 @@ class KernelSpec:
 _FLOATS = ("f16", "f32", "f64")
 _NUMBERS = ("f16", "f32", "f64", "i32", "i64")
 _INT_LABELS = ((1, ("i32", "i64")),)
+_INT_IDS = ((0, ("i32", "i64")),)
+_I64_OFFSET = ((3, ("i64",)),)
 
 _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("graph.matmul", _FLOATS, Constraints()),
@@ -201,6 +225,14 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("graph.reduce_sum", _NUMBERS, Constraints()),
     ("graph.cross_entropy", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
     ("graph.mse_loss", _FLOATS, Constraints()),
+    ("graph.scale", _FLOATS, Constraints()),
+    ("graph.split", _NUMBERS, Constraints()),
+    ("graph.concat", _NUMBERS, Constraints()),
+    ("graph.embedding", _FLOATS, Constraints(operand_dtypes=_INT_IDS)),
+    ("graph.layer_norm", _FLOATS, Constraints()),
+    ("graph.add_layer_norm", _FLOATS, Constraints()),
+    ("graph.causal_mask", _FLOATS, Constraints()),
+    ("graph.scaled_dot_product_attention", _FLOATS, Constraints(operand_dtypes=_I64_OFFSET)),
     *((f.grad_op, _FLOATS, Constraints()) for f in ACTIVATION_FACTS),
     ("autodiff.softmax_grad", _FLOATS, Constraints()),
     ("autodiff.cross_entropy_grad", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
@@ -209,6 +241,13 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("autodiff.dropout_grad", _FLOATS, Constraints(operand_dtypes=((1, ("i64",)),))),
     ("autodiff.epilogue_grad", _FLOATS, Constraints(activations=EPILOGUE_ACTIVATIONS)),
     ("autodiff.gemm_epilogue_grad", _FLOATS, Constraints(activations=EPILOGUE_ACTIVATIONS)),
+    ("autodiff.embedding_grad", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
+    ("autodiff.layer_norm_grad", _FLOATS, Constraints()),
+    (
+        "autodiff.scaled_dot_product_attention_grad",
+        _FLOATS,
+        Constraints(operand_dtypes=((6, ("i64",)),)),
+    ),
     ("autodiff.adam_step", _FLOATS, Constraints()),
     ("autodiff.sgd_step", _FLOATS, Constraints()),
     ("exec.copy", (*_NUMBERS, "i1"), Constraints()),
@@ -304,7 +343,7 @@ def candidates(
     registry: tuple[KernelSpec, ...] | None = None,
 ) -> list[KernelSpec]:
     """Kernels of kernel family `family` implementing `op_name` (and computing in `dtype`
-    if given).
+    if given); "auxiliary" entries are never candidates.
 
     Sorted by priority (highest first), then name. `registry` defaults to REGISTRY
     (tests pass their own tables).
@@ -313,6 +352,9 @@ def candidates(
     found = [
         k
         for k in table
-        if k.op == op_name and k.family == family and (dtype is None or dtype in k.dtypes)
+        if k.op == op_name
+        and k.family == family
+        and (dtype is None or dtype in k.dtypes)
+        and "auxiliary" not in k.flags
     ]
     return sorted(found, key=lambda k: (-k.priority, k.name))

@@ -48,6 +48,7 @@ _PAIRS = {"nn": (False, False), "nt": (False, True), "tn": (True, False), "tt": 
 _GEMM_ABI = (("M", "int32_t"), ("N", "int32_t"), ("K", "int32_t"), ("act", "int32_t"))
 _SKINNY_ABI = (*_GEMM_ABI, ("mode", "int32_t"))
 _SPLIT_K_ABI = (*_GEMM_ABI, ("splits", "int32_t"), ("k_chunk", "int32_t"))
+_BATCHED_ABI = (*_GEMM_ABI, ("stride_a", "int64_t"), ("stride_b", "int64_t"))
 SKINNY_SIDE = 32
 """The skinny kernel's short side (M, N or K) is at most this (one warp's lanes)."""
 SPLIT_K_MAX_OUTPUTS = 1 << 18
@@ -101,7 +102,7 @@ _GEMMS = (
         "aicfc_gemm_f32_s64",
         "gemm:launch_gemm_64",
         frozenset(),
-        Constraints(activations=_ACTS),
+        Constraints(activations=_ACTS, gemm_batch=1),
         0,
     )
     + _gemm_family(
@@ -109,7 +110,7 @@ _GEMMS = (
         "aicfc_gemm_f32",
         "gemm:launch_gemm_128",
         frozenset(),
-        Constraints(activations=_ACTS, min_mnk=(512, 512, 8)),
+        Constraints(activations=_ACTS, min_mnk=(512, 512, 8), gemm_batch=1),
         0,
     )
     + _gemm_family(
@@ -117,7 +118,7 @@ _GEMMS = (
         "aicfc_gemm_tf32",
         "gemm_tf32:launch_gemm_tf32",
         frozenset({"tensor_core", "tf32"}),
-        Constraints(activations=_ACTS, min_arch=80, requires=("tf32",)),
+        Constraints(activations=_ACTS, min_arch=80, requires=("tf32",), gemm_batch=1),
         0,
         source="gemm_tf32.cu",
     )
@@ -126,7 +127,7 @@ _GEMMS = (
         "aicfc_gemm_skinny_f32",
         "gemm_small:launch_gemm_skinny",
         frozenset({"skinny"}),
-        Constraints(activations=_ACTS, max_short_side=SKINNY_SIDE),
+        Constraints(activations=_ACTS, max_short_side=SKINNY_SIDE, gemm_batch=1),
         0,
         source="gemm_small.cu",
         abi=_SKINNY_ABI,
@@ -136,10 +137,19 @@ _GEMMS = (
         "aicfc_gemm_splitk_f32",
         "gemm_small:launch_gemm_splitk",
         frozenset({"split_k", "workspace"}),
-        Constraints(activations=_ACTS, max_numel=SPLIT_K_MAX_OUTPUTS),
+        Constraints(activations=_ACTS, max_numel=SPLIT_K_MAX_OUTPUTS, gemm_batch=1),
         1,  # over the 64x64 tile when no rule decides (no cuBLASLt): fewer idle SMs
         source="gemm_small.cu",
         abi=_SPLIT_K_ABI,
+    )
+    + _gemm_family(
+        "batched_f32",
+        "aicfc_gemm_batched_f32",
+        "gemm:launch_gemm_batched",
+        frozenset({"batched"}),
+        Constraints(activations=_ACTS, gemm_batch=0),
+        0,
+        abi=_BATCHED_ABI,
     )
 )
 
@@ -153,6 +163,7 @@ _CUBLASLT = tuple(
             activations=("none", *CUBLASLT_ACTIVATIONS),
             min_arch=80 if prec == "tf32" else 0,
             requires=("cublaslt", "tf32") if prec == "tf32" else ("cublaslt",),
+            gemm_batch=0,
         ),
         flags=frozenset({"library", "cublaslt"})
         | (frozenset({"tensor_core", "tf32"}) if prec == "tf32" else frozenset())
@@ -266,6 +277,7 @@ _LAYOUT = [
         "aicfc_copy_bytes",
         (("nbytes", "int64_t"),),
         _ANY,
+        flags=("view",),  # the CuPy backend reads the input's bytes where that is safe
         launcher="launch_copy",
     ),
     _k(
@@ -284,6 +296,16 @@ _LAYOUT = [
         "aicfc_permute_b64",
         _PERMUTE_ABI,
         ("f64", "i64"),
+        launcher="launch_transpose",
+    ),
+    _k(
+        "permute_rows_b32",
+        "graph.transpose",
+        "elementwise.cu",
+        "aicfc_permute_rows_b32",
+        _PERMUTE_ABI,
+        ("f32", "i32"),
+        flags=("auxiliary",),  # the transpose and broadcast launchers use it for whole rows
         launcher="launch_transpose",
     ),
     _k(
@@ -519,14 +541,165 @@ def _composite(product: KernelSpec) -> KernelSpec:
 
 
 _PRODUCTS = [
-    k for k in (*_GEMMS, *_CUBLASLT) if not k.flags & {"fused", "split_k"}
-]  # the matmul entries (a gemm_epilogue's are "fused"); the split-K one's range is the
+    k for k in (*_GEMMS, *_CUBLASLT) if not k.flags & {"fused", "split_k", "batched"}
+]  # the single matmul entries (a gemm_epilogue's are "fused"); the split-K one's range is the
 # one-launch kernel's
 _COMPOSITE_EPILOGUE_GRADS = [_composite(k) for k in _PRODUCTS]
 COMPOSITE_PRODUCTS: dict[str, str] = {
     c.name: k.name for c, k in zip(_COMPOSITE_EPILOGUE_GRADS, _PRODUCTS, strict=True)
 }
 """A composite gemm_epilogue_grad entry -> the product kernel it runs first."""
+# --- the transformer's kernels (issue 12): layer norm, embedding, attention, the
+# cross-entropy of a language model's head, and the layout ops of the unfused path ---
+
+_LABELS = ("i32", "i64")
+_AUX = ("auxiliary",)
+_LN_ABI = (("N", "int32_t"), ("D", "int32_t"), ("eps", "float"))
+_ATTENTION_SCALARS = (
+    ("scale", "float"),
+    ("causal", "int32_t"),
+    ("p", "double"),
+    ("seed", "int64_t"),
+)
+_TILED_ABI = (("BH", "int32_t"), ("T", "int32_t"), *_ATTENTION_SCALARS)
+_ROWS_ABI = (
+    ("BH", "int32_t"),
+    ("T", "int32_t"),
+    ("S", "int32_t"),
+    ("d", "int32_t"),
+    *_ATTENTION_SCALARS,
+)
+ATTENTION_HEAD_DIMS = (32, 64, 128)
+"""Head dims of attention.cu's tiled kernels; attention_rows.cu takes any d <= 128."""
+ATTENTION_ROWS_MAX_D = 128
+_HEAD_DIMS = ((0, 1, ATTENTION_ROWS_MAX_D),)
+MANY_CLASSES = 33
+"""cross_entropy.cu's team-per-row kernel takes rows of at least this many classes (a
+language model's vocabulary); loss.cu's warp-per-row kernels keep the narrow heads."""
+_STRIDED_ABI = _PERMUTE_ABI
+LAYER_NORM_MAX_D = 8192
+"""layernorm.cu holds a row in registers: 16 elements a thread, at most 512 threads."""
+_LN = Constraints(last_dim_range=((0, 1, LAYER_NORM_MAX_D),))
+
+_LAYER_NORM = [
+    _k("layer_norm_f32", "graph.layer_norm", "layernorm.cu", "aicfc_layer_norm_f32", _LN_ABI,
+       constraints=_LN, launcher="launch_layer_norm"),
+    _k("add_layer_norm_f32", "graph.add_layer_norm", "layernorm.cu", "aicfc_add_layer_norm_f32",
+       _LN_ABI, constraints=_LN, flags=("fused",), launcher="launch_add_layer_norm"),
+    _k("layer_norm_grad_f32", "autodiff.layer_norm_grad", "layernorm.cu",
+       "aicfc_layer_norm_grad_f32", (("N", "int32_t"), ("D", "int32_t")), constraints=_LN,
+       flags=("workspace",), launcher="launch_layer_norm_grad"),
+    _k("layer_norm_param_grad_f32", "autodiff.layer_norm_grad", "layernorm.cu",
+       "aicfc_layer_norm_param_grad_f32", (("blocks", "int32_t"), ("D", "int32_t")),
+       flags=_AUX, launcher="launch_layer_norm_grad"),
+]  # fmt: skip
+
+_EMBEDDING = (
+    [
+        _k(f"embedding_f32_{lt}", "graph.embedding", "embedding.cu", f"aicfc_embedding_f32_{lt}",
+           (("N", "int32_t"), ("V", "int32_t"), ("D", "int32_t")),
+           constraints=Constraints(operand_dtypes=((0, (lt,)),)), launcher="launch_embedding")
+        for lt in _LABELS
+    ]
+    + [
+        _k(f"embedding_grad_f32_{lt}", "autodiff.embedding_grad", "embedding.cu",
+           f"aicfc_embedding_grad_chunks_f32_{lt}",
+           (("N", "int32_t"), ("V", "int32_t"), ("D", "int32_t"), ("chunk", "int32_t")),
+           constraints=Constraints(operand_dtypes=((1, (lt,)),)), flags=("workspace",),
+           launcher="launch_embedding_grad")
+        for lt in _LABELS
+    ]
+    + [
+        _k("embedding_grad_combine_f32", "autodiff.embedding_grad", "embedding.cu",
+           "aicfc_embedding_grad_combine_f32",
+           (("N", "int32_t"), ("V", "int32_t"), ("D", "int32_t"), ("chunk", "int32_t"),
+            ("split", "int32_t")),
+           flags=_AUX, launcher="launch_embedding_grad"),
+    ]
+)  # fmt: skip
+
+_ATTENTION = (
+    [
+        KernelSpec(
+            name=f"cuda.scaled_dot_product_attention{grad}_f32_d{d}",
+            op=f"{op}",
+            family="cuda",
+            dtypes=F32,
+            constraints=Constraints(
+                last_dims=((0 if not grad else 1, (d,)),),
+                equal_shapes=(0, 1, 2) if not grad else (0, 1, 2, 3, 4),
+                operand_dtypes=((3 if not grad else 6, ("i64",)),),
+            ),
+            flags=frozenset({"fused", "workspace"} if grad else {"fused"}),
+            abi=_TILED_ABI,
+            source="attention.cu",
+            symbol=f"aicfc_attention_{'bwd' if grad else 'fwd'}_f32_d{d}",
+            launcher=f"attention:launch_attention{grad}",
+            priority=1,  # over attention_rows.cu where both run it
+        )
+        for grad, op in (
+            ("", "graph.scaled_dot_product_attention"),
+            ("_grad", "autodiff.scaled_dot_product_attention_grad"),
+        )
+        for d in ATTENTION_HEAD_DIMS
+    ]
+    + [
+        _k("attention_bwd_delta_f32", "autodiff.scaled_dot_product_attention_grad",
+           "attention.cu", "aicfc_attention_bwd_delta_f32",
+           (("rows", "int32_t"), ("d", "int32_t")), flags=_AUX,
+           launcher="launch_attention_grad"),
+        _k("scaled_dot_product_attention_rows_f32", "graph.scaled_dot_product_attention",
+           "attention_rows.cu", "aicfc_attention_rows_fwd_f32", _ROWS_ABI,
+           constraints=Constraints(operand_dtypes=((3, ("i64",)),), last_dim_range=_HEAD_DIMS),
+           flags=("fused",),
+           launcher="launch_attention_rows"),
+        _k("scaled_dot_product_attention_grad_rows_f32",
+           "autodiff.scaled_dot_product_attention_grad", "attention_rows.cu",
+           "aicfc_attention_rows_bwd_dq_f32", _ROWS_ABI,
+           constraints=Constraints(
+               operand_dtypes=((6, ("i64",)),), last_dim_range=((1, 1, ATTENTION_ROWS_MAX_D),)
+           ),
+           flags=("fused", "workspace"), launcher="launch_attention_rows_grad"),
+        _k("attention_rows_bwd_dkdv_f32", "autodiff.scaled_dot_product_attention_grad",
+           "attention_rows.cu", "aicfc_attention_rows_bwd_dkdv_f32", _ROWS_ABI, flags=_AUX,
+           launcher="launch_attention_rows_grad"),
+    ]
+)  # fmt: skip
+
+_MANY_CLASSES = [
+    KernelSpec(
+        name=f"cuda.softmax_cross_entropy_f32_{lt}",
+        op="autodiff.cross_entropy_with_grad",
+        family="cuda",
+        dtypes=F32,
+        constraints=Constraints(
+            operand_dtypes=((1, (lt,)),), last_dim_range=((0, MANY_CLASSES, 2**31 - 1),)
+        ),
+        flags=frozenset({"workspace", "fused"}),
+        abi=(("N", "int32_t"), ("V", "int32_t")),
+        source="cross_entropy.cu",
+        symbol=f"aicfc_softmax_cross_entropy_f32_{lt}",
+        launcher="cross_entropy:launch_softmax_cross_entropy",
+        priority=1,  # over loss.cu's warp-per-row kernel for wide rows
+    )
+    for lt in _LABELS
+]
+
+_LAYOUT_OPS = [
+    _k("split_b32", "graph.split", "elementwise.cu", "aicfc_strided_copy_b32", _STRIDED_ABI,
+       ("f32", "i32"), launcher="launch_split"),
+    _k("split_b64", "graph.split", "elementwise.cu", "aicfc_strided_copy_b64", _STRIDED_ABI,
+       ("f64", "i64"), launcher="launch_split"),
+    _k("concat_b32", "graph.concat", "elementwise.cu", "aicfc_strided_copy_b32", _STRIDED_ABI,
+       ("f32", "i32"), launcher="launch_concat"),
+    _k("concat_b64", "graph.concat", "elementwise.cu", "aicfc_strided_copy_b64", _STRIDED_ABI,
+       ("f64", "i64"), launcher="launch_concat"),
+    _k("scale_f32", "graph.scale", "elementwise.cu", "aicfc_scale_f32",
+       (("n", "int64_t"), ("factor", "float")), flags=_INPLACE, launcher="launch_scale"),
+    _k("causal_mask_f32", "graph.causal_mask", "elementwise.cu", "aicfc_causal_mask_f32",
+       (("T", "int64_t"), ("S", "int64_t"), ("n", "int64_t"), ("fill", "float")),
+       flags=_INPLACE, launcher="launch_causal_mask"),
+]  # fmt: skip
 
 KERNELS: tuple[KernelSpec, ...] = (
     *_GEMMS,
@@ -538,5 +711,10 @@ KERNELS: tuple[KernelSpec, ...] = (
     *_LOSSES,
     *_REDUCTIONS,
     *_RANDOM_AND_OPTIM,
+    *_LAYER_NORM,
+    *_EMBEDDING,
+    *_ATTENTION,
+    *_MANY_CLASSES,
+    *_LAYOUT_OPS,
 )
 """Every CUDA kernel; runtime/registry.py appends these to its REGISTRY."""

@@ -32,7 +32,7 @@ Pure Python over plain data (runtime/plan.py's ExecPlan): no GPU needed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from aicfc.runtime.plan import CopyStep, ExecPlan, LaunchStep
@@ -268,3 +268,60 @@ def _pick(n: int, ds: frozenset[int], anc: int, tails: list[int | None]) -> int:
         if t is None:
             return s
     return min(range(len(tails)), key=lambda s: tails[s] or 0)
+
+
+def _writes(step: LaunchStep | CopyStep) -> tuple[int, ...]:
+    return (step.dest,) if isinstance(step, CopyStep) else step.outputs
+
+
+def _reads(step: LaunchStep | CopyStep) -> tuple[int, ...]:
+    return (step.source,) if isinstance(step, CopyStep) else step.inputs
+
+
+def view_aliases(plan: ExecPlan, is_view: Callable[[LaunchStep], bool]) -> dict[int, int]:
+    """Result slot -> the slot whose bytes it may share, for the launches `is_view` names
+    (a reshape: the same bytes read with another shape), where that is safe.
+
+    Launch s making Y from X qualifies when Y is a tmp buffer that only s writes, and no
+    step after s, up to the last read of Y (the end, for a program output), writes bytes
+    of X's storage (X itself in place, a param's update, an arena buffer planned into the
+    same bytes after X's last use). Y then names X's storage (the storage X itself
+    shares, along a chain of views), so the copy is not needed; `aliased_regions` makes
+    the schedule see it there.
+    """
+    regions = buffer_regions(plan)
+    steps = plan.steps
+    writers: dict[int, list[int]] = {}
+    last_read: dict[int, int] = {}
+    for k, step in enumerate(steps):
+        for slot in _writes(step):
+            writers.setdefault(slot, []).append(k)
+        for slot in _reads(step):
+            last_read[slot] = k
+    for _, slot in plan.outputs:
+        last_read[slot] = len(steps)
+    base: dict[int, int] = {}
+    for k, step in enumerate(steps):
+        if not isinstance(step, LaunchStep) or len(step.inputs) != 1 or not is_view(step):
+            continue
+        (x,), (y,) = step.inputs, step.outputs
+        if plan.buffers[y].role != "tmp" or writers.get(y) != [k]:
+            continue
+        root = base.get(x, x)
+        if plan.buffers[root].nbytes != plan.buffers[y].nbytes:
+            continue
+        until = last_read.get(y, k)
+        storage = regions[root]
+        clobbered = any(
+            regions[slot].overlaps(storage)
+            for t in range(k + 1, min(until, len(steps) - 1) + 1)
+            for slot in _writes(steps[t])
+        )
+        if not clobbered:
+            base[y] = root
+    return base
+
+
+def aliased_regions(regions: Sequence[Region], aliases: dict[int, int]) -> tuple[Region, ...]:
+    """`regions` with each aliased slot's region replaced by its storage's."""
+    return tuple(regions[aliases.get(s, s)] for s in range(len(regions)))

@@ -53,6 +53,71 @@ _ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i1": 1, "i32": 4, "i64": 
 
 
 @dataclass(frozen=True)
+class GemmDims:
+    """A product as the GEMM kernels run it: `batch` products C_i [M, N] = op(A_i) op(B_i),
+    A_i at element offset i * stride_a of A (0: one A for every i), B_i likewise, C_i at
+    i * M * N. A single product has batch 1 and both strides 0."""
+
+    batch: int
+    m: int
+    n: int
+    k: int
+    stride_a: int = 0
+    stride_b: int = 0
+
+
+def _prod(dims: tuple[int, ...]) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
+def gemm_dims(
+    a: tuple[int, ...], b: tuple[int, ...], transpose_a: bool, transpose_b: bool
+) -> GemmDims | None:
+    """The GEMM of op(A) @ op(B) for A, B of shapes `a`, `b` (torch.matmul semantics: the
+    transposes apply to the last two dims, the dims before them broadcast), or None when
+    no kernel can run it as strided products: a rank below 2, or batch dims where one
+    operand has some but not all of the result's (a broadcast that needs more than one
+    stride per operand).
+
+    A of rank >= 3 times a matrix B, A not transposed, is one product with A's leading
+    dims folded into M (free in row-major: `Linear` on [B, T, D]). Raises ValueError when
+    the two operands disagree on K.
+    """
+    if len(a) < 2 or len(b) < 2:
+        return None
+    kb, n = (b[-1], b[-2]) if transpose_b else (b[-2], b[-1])
+    if len(b) == 2 and len(a) > 2 and not transpose_a:
+        m, k = _prod(a[:-1]), a[-1]
+        batch_a: tuple[int, ...] = ()
+        batch_b: tuple[int, ...] = ()
+    else:
+        m, k = (a[-1], a[-2]) if transpose_a else (a[-2], a[-1])
+        batch_a, batch_b = a[:-2], b[:-2]
+    if k != kb:
+        raise ValueError(f"the operands disagree on K: op(A) has K = {k}, op(B) K = {kb}")
+    rank = max(len(batch_a), len(batch_b))
+    pa = (1,) * (rank - len(batch_a)) + batch_a
+    pb = (1,) * (rank - len(batch_b)) + batch_b
+    if any(x != y and 1 not in (x, y) for x, y in zip(pa, pb, strict=True)):
+        return None
+    out = tuple(max(x, y) for x, y in zip(pa, pb, strict=True))
+    batch = _prod(out)
+
+    def stride(dims: tuple[int, ...], matrix: int) -> int | None:
+        if _prod(dims) == 1:
+            return 0
+        return matrix if dims == out else None
+
+    sa, sb = stride(pa, m * k), stride(pb, k * n)
+    if sa is None or sb is None:
+        return None
+    return GemmDims(batch, m, n, k, sa if batch > 1 else 0, sb if batch > 1 else 0)
+
+
+@dataclass(frozen=True)
 class Problem:
     """One op instance to run: what a kernel must accept.
 
@@ -75,19 +140,31 @@ class Problem:
     def param(self, key: str) -> object:
         return self.params.get(key, PARAM_DEFAULTS.get(key))
 
-    def mnk(self) -> tuple[int, int, int] | None:
-        """(M, N, K) of op(A) @ op(B) from operands 0 and 1, or None if they are not matrices."""
-        if len(self.input_shapes) < 2 or any(len(s) != 2 for s in self.input_shapes[:2]):
+    def gemm(self) -> GemmDims | None:
+        """The GEMM of operands 0 and 1 (`gemm_dims`), or None if they are not matrices
+        (or batches of them that strided products can run, or they disagree on K)."""
+        if len(self.input_shapes) < 2:
             return None
-        a, b = self.input_shapes[0], self.input_shapes[1]
-        m, k = (a[1], a[0]) if self.param("transpose_a") else a
-        n = b[0] if self.param("transpose_b") else b[1]
-        return m, n, k
+        try:
+            return gemm_dims(
+                self.input_shapes[0],
+                self.input_shapes[1],
+                bool(self.param("transpose_a")),
+                bool(self.param("transpose_b")),
+            )
+        except ValueError:
+            return None
+
+    def mnk(self) -> tuple[int, int, int] | None:
+        """(M, N, K) of one product op(A) @ op(B) of operands 0 and 1 (leading dims of A
+        folded into M where B is a matrix), or None if they are not matrices."""
+        g = self.gemm()
+        return None if g is None else (g.m, g.n, g.k)
 
     def macs(self) -> int | None:
-        """M*N*K of a GEMM-like problem, or None if operands 0 and 1 are not matrices."""
-        mnk = self.mnk()
-        return None if mnk is None else mnk[0] * mnk[1] * mnk[2]
+        """batch*M*N*K of a GEMM-like problem, or None if operands 0 and 1 are not matrices."""
+        g = self.gemm()
+        return None if g is None else g.batch * g.m * g.n * g.k
 
     def numel(self) -> int:
         n = 1
@@ -110,6 +187,10 @@ def refusal(spec: KernelSpec, problem: Problem, capability: Capability) -> str |
             return (
                 f"operand #{index} dtype {problem.input_dtypes[index]} not in {', '.join(allowed)}"
             )
+    for index, ranks in c.operand_ranks:
+        if index < len(problem.input_shapes) and len(problem.input_shapes[index]) not in ranks:
+            rank = len(problem.input_shapes[index])
+            return f"operand #{index} has rank {rank}, not {' or '.join(map(str, ranks))}"
     if spec.transposes is not None:
         pair = (bool(problem.param("transpose_a")), bool(problem.param("transpose_b")))
         if pair not in spec.transposes:
@@ -124,6 +205,28 @@ def refusal(spec: KernelSpec, problem: Problem, capability: Capability) -> str |
             row = (shape[-1] if shape else 1) * _ITEMSIZE.get(dt, 1)
             if row % c.alignment:
                 return f"row of {row} bytes is not a multiple of the {c.alignment}-byte alignment"
+    if c.gemm_batch is not None:
+        g = problem.gemm()
+        if g is None:
+            return (
+                f"operands {list(problem.input_shapes[0])} and {list(problem.input_shapes[1])} "
+                "are not a product that strided GEMMs run (batch dims broadcast partly?)"
+            )
+        if c.gemm_batch and g.batch > c.gemm_batch:
+            return f"a batch of {g.batch} products; the kernel runs {c.gemm_batch}"
+    for index, sizes in c.last_dims:
+        shape = problem.input_shapes[index] if index < len(problem.input_shapes) else ()
+        if not shape or shape[-1] not in sizes:
+            return f"operand #{index} has last dim {shape[-1] if shape else None}, not in {sizes}"
+    for index, least, most in c.last_dim_range:
+        shape = problem.input_shapes[index] if index < len(problem.input_shapes) else ()
+        if not shape or not least <= shape[-1] <= most:
+            last = shape[-1] if shape else None
+            return f"operand #{index} has last dim {last}, outside [{least}, {most}]"
+    if c.equal_shapes:
+        shapes = {problem.input_shapes[i] for i in c.equal_shapes if i < len(problem.input_shapes)}
+        if len(shapes) > 1:
+            return f"operands {c.equal_shapes} must have one shape, got {sorted(shapes)}"
     if c.is_gemm:
         mnk = problem.mnk()
         if mnk is None:
@@ -174,6 +277,13 @@ def _small(p: Problem) -> bool:
     return macs is not None and macs <= SMALL_GEMM_MACS
 
 
+def _batched_small(p: Problem) -> bool:
+    """A batch of products that is small all together (each one smaller still): our
+    batched tile kernel, one block per 64x64 tile of each product, fills the GPU at once."""
+    g = p.gemm()
+    return g is not None and g.batch > 1 and _small(p)
+
+
 def _split_k_pays(p: Problem) -> bool:
     """A small product with few 32x32 tiles and a K long enough to split four ways, where
     a split-K kernel fills the GPU (measured on the H200: it lost to cuBLASLt at K = 128
@@ -214,6 +324,11 @@ SCORE_RULES: tuple[ScoreRule, ...] = (
         lambda s, p, cap: "split_k" in s.flags and _split_k_pays(p),
     ),
     ScoreRule(
+        "batched tile kernel for a small batch of products",
+        10,
+        lambda s, p, cap: "batched" in s.flags and _batched_small(p),
+    ),
+    ScoreRule(
         "vendor library (cuBLASLt's tuned kernels)",
         8,
         lambda s, p, cap: "library" in s.flags,
@@ -243,7 +358,9 @@ tensor-core tiles (M, N >= 64, K >= 32) go to cuBLASLt TF32 (20 + 5 + 8 + 2) or,
 without nvmath, our WMMA kernel. A small gemm_epilogue_grad (the backward's dX product
 with its epilogue) goes to the one-launch split-K kernel (30 + 2, over cuBLASLt TF32 and
 then epilogue_grad, 20 + 5 + 8): at that size the dependent second launch costs more than
-tensor cores save."""
+tensor cores save. A batch of products (rank >= 3 operands that do not fold
+into one product) goes to our batched 64x64 tile kernel while the whole batch is small
+(10), else to cuBLASLt's strided-batched matmul (8)."""
 
 
 def score(spec: KernelSpec, problem: Problem, capability: Capability) -> int:

@@ -12,8 +12,9 @@ and anything the file does not provide is generated:
 
 - inputs: float tensors N(0, 1); integer tensors are class labels, uniform in
   [0, C) with C the number of classes of the cross-entropy they feed (the
-  logits' last dim, read from graph.cross_entropy or its exec launch), else
-  --label-classes (default 10);
+  logits' last dim, read from graph.cross_entropy or its exec launch), or token
+  ids, uniform in [0, V) with V the rows of the embedding table they index
+  (graph.embedding), else --label-classes (default 10);
 - params: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), PyTorch's nn.Linear default,
   with fan_in the last dim of a [out, in] weight; a "<p>.bias" uses the fan_in
   of "<p>.weight" (else its own length);
@@ -47,6 +48,7 @@ import sys
 import zipfile
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects import func
@@ -81,10 +83,44 @@ class RunError(Exception):
 
 
 @functools.cache
-def _takes_class_labels(op_name: str) -> bool:
-    """True if the op's flags say operand #1 is class labels for the logits in operand #0."""
+def _has_flag(op_name: str, flag: OpFlag) -> bool:
     cls = make_context().get_optional_op(op_name)
-    return cls is not None and bool(static_flags(cls) & OpFlag.TAKES_CLASS_LABELS)
+    return cls is not None and bool(static_flags(cls) & flag)
+
+
+@dataclass(frozen=True)
+class _IntegerOperand:
+    """An op flag that makes operand `ints` integers in [0, dim `dim` of operand `bound`)."""
+
+    flag: OpFlag
+    ints: int
+    bound: int
+    dim: int
+
+
+_LABELS = _IntegerOperand(OpFlag.TAKES_CLASS_LABELS, ints=1, bound=0, dim=-1)
+"""Class labels (#1) of the logits (#0): [0, C) with C the logits' last dim."""
+_TOKEN_IDS = _IntegerOperand(OpFlag.IS_GATHER, ints=0, bound=1, dim=0)
+"""Gather ids (#0) of a table (#1): [0, V) with V the table's rows."""
+
+
+def _integer_ranges(module: ModuleOp, rule: _IntegerOperand) -> dict[str, int]:
+    """The bound of each integer argument (graph IR) or input buffer (exec IR) that an op
+    flagged `rule.flag` (or a launch of a kernel implementing one) reads as `rule.ints`."""
+    found: dict[str, int] = {}
+    for op in module.walk():
+        if isinstance(op, ex.LaunchOp):
+            if len(op.inputs) >= 2 and _has_flag(_kernel_op(op), rule.flag):
+                ints = op.inputs[rule.ints].owner
+                if isinstance(ints, ex.BufferOp):
+                    shape = ex.buffer_type(op.inputs[rule.bound]).get_shape()
+                    found[ints.buffer_name.data] = shape[rule.dim]
+        elif len(op.operands) >= 2 and _has_flag(op.name, rule.flag):
+            arg = op.operands[rule.ints]
+            name = arg_name(arg) if isinstance(arg, BlockArgument) else None
+            if name is not None:
+                found[name] = op.operands[rule.bound].type.get_shape()[rule.dim]  # type: ignore[attr-defined]
+    return found
 
 
 def _kernel_op(launch: ex.LaunchOp) -> str:
@@ -102,19 +138,13 @@ def label_classes(module: ModuleOp) -> dict[str, int]:
     IR: a launch whose registry kernel implements such an op reads an input buffer
     as its labels (operand #1).
     """
-    classes: dict[str, int] = {}
-    for op in module.walk():
-        if isinstance(op, ex.LaunchOp):
-            if len(op.inputs) >= 2 and _takes_class_labels(_kernel_op(op)):
-                labels = op.inputs[1].owner
-                if isinstance(labels, ex.BufferOp):
-                    classes[labels.buffer_name.data] = ex.buffer_type(op.inputs[0]).get_shape()[1]
-        elif len(op.operands) >= 2 and _takes_class_labels(op.name):
-            labels_arg = op.operands[1]
-            name = arg_name(labels_arg) if isinstance(labels_arg, BlockArgument) else None
-            if name is not None:
-                classes[name] = op.operands[0].type.get_shape()[1]  # type: ignore[attr-defined]
-    return classes
+    return _integer_ranges(module, _LABELS)
+
+
+def token_id_rows(module: ModuleOp) -> dict[str, int]:
+    """Rows V of the table each integer argument indexes as gather ids (operand #0 of an
+    op flagged IS_GATHER: graph.embedding, or its exec launch), by name."""
+    return _integer_ranges(module, _TOKEN_IDS)
 
 
 def pick_function(module: ModuleOp, fn: str | None) -> str | None:
@@ -253,18 +283,27 @@ def load_npz(path: str) -> dict[str, np.ndarray]:
         raise RunError(f"{where}: {e}") from None
 
 
-def check_labels(values: dict[str, np.ndarray], classes: dict[str, int]) -> None:
-    """RunError for labels outside [0, C) (the API's check; the kernel would index past C)."""
-    for name, c in classes.items():
-        labels = values.get(name)
-        if labels is None or labels.size == 0 or not np.issubdtype(labels.dtype, np.integer):
-            continue
-        lo, hi = int(labels.min()), int(labels.max())
-        if lo < 0 or hi >= c:
-            raise RunError(
-                f'input "{name}": labels must be in [0, {c}) for {c} classes (the last dim '
-                f"of the logits of the cross-entropy it feeds), got values from {lo} to {hi}"
-            )
+def check_labels(
+    values: dict[str, np.ndarray], classes: dict[str, int], ids: dict[str, int] | None = None
+) -> None:
+    """RunError for labels outside [0, C) or token ids outside [0, V) (the API's checks; the
+    kernel would index past C or V)."""
+    for bounds, what in ((classes, "labels"), (ids or {}, "ids")):
+        for name, c in bounds.items():
+            given = values.get(name)
+            if given is None or given.size == 0 or not np.issubdtype(given.dtype, np.integer):
+                continue
+            lo, hi = int(given.min()), int(given.max())
+            if lo < 0 or hi >= c:
+                why = (
+                    f"for {c} classes (the last dim of the logits of the cross-entropy it feeds)"
+                    if what == "labels"
+                    else f"(the {c} rows of the embedding table it indexes)"
+                )
+                raise RunError(
+                    f'input "{name}": {what} must be in [0, {c}) {why}, '
+                    f"got values from {lo} to {hi}"
+                )
 
 
 def check_output_path(path: str) -> None:
@@ -312,6 +351,7 @@ def run(args: argparse.Namespace) -> int:
         check_output_path(args.output)
     module = parse_module(text, args.file)
     classes = label_classes(module)
+    ids = token_id_rows(module)
     backend, reason = resolve_backend(args.backend)
     if args.backend == "auto":
         print(f"aicfc-run: backend {reason}", file=sys.stderr)
@@ -320,8 +360,8 @@ def run(args: argparse.Namespace) -> int:
     )
     given = load_npz(args.inputs) if args.inputs else {}
     rng = np.random.default_rng(args.seed)
-    values, made = generate(loaded, given, classes, args.label_classes, rng)
-    check_labels(values, classes)
+    values, made = generate(loaded, given, {**classes, **ids}, args.label_classes, rng)
+    check_labels(values, classes, ids)
     feed = loaded.set_values(values)
     if made:
         print(f"aicfc-run: generated {_summary(loaded, made)} (seed {args.seed})", file=sys.stderr)

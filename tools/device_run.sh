@@ -3,11 +3,17 @@
 #
 #   bash tools/device_run.sh env tests gemm train[:ARGS]
 #
-# Stages: env (GPU, CUDA, CuPy, nvmath), tests (the GPU pytest suite and the nvcc
-# compile test), gemm (tools/bench_gemm.py), small (bench_gemm.py --small: the small
-# train step's products, graph-timed), profile (bench_train_step.py --profile),
-# tkernels (test/python/gpu/bench_transformer_kernels.py), train (tools/bench_train_step.py; `train:--configs=small` passes arguments,
-# separated by '+'; `train.NAME:...` is another train run, logged as train.NAME.*).
+# Stages: env (GPU, CUDA, CuPy, nvmath), tests (the GPU pytest suite and the nvcc compile
+# test; the emulated kernel tests are CPU tests that CI runs), gemm (tools/bench_gemm.py),
+# small (bench_gemm.py --small: the small train step's products, graph-timed), profile
+# (bench_train_step.py --profile), tkernels (tools/bench_transformer_kernels.py), gpt
+# (tools/bench_gpt_step.py: the GPT train step against torch and JAX; with no arguments
+# `--quick` (--deadline 230), about 4 minutes; `gpt.full:--deadline=480` for every step and
+# process; GPT_TIMEOUT bounds it: 280 s with --quick, 560 s without, unless set), train
+# (tools/bench_train_step.py; `train:--configs=small` passes arguments, separated by '+';
+# `train.NAME:...` is another train run, logged as train.NAME.*), chargpt
+# (examples/train_char_gpt.py --backend cupy --config nanogpt-char; CHARGPT_TIMEOUT, 400 s
+# unless set; `chargpt:--steps=500` passes arguments).
 # Needs the wheels of ../shared/tools/device-wheels.sh in .whl (xdsl, nvmath-python).
 # TESTS_TIMEOUT / TRAIN_TIMEOUT (seconds) bound those two stages.
 set -uo pipefail
@@ -35,6 +41,8 @@ for stage in "$@"; do
     tests)
         timeout "${TESTS_TIMEOUT:-540}" python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" \
             --ignore=test/python/gpu/test_kernels_emulated.py \
+            --ignore=test/python/gpu/test_transformer_kernels_emulated.py \
+            --ignore=test/python/gpu/test_attention_kernels_emulated.py \
             test/python/gpu test/python/test_kernels_compile.py $args 2>&1 | tee "$OUT/tests.log" | tail -60
         ;;
     gemm)
@@ -45,8 +53,23 @@ for stage in "$@"; do
             | tee "$OUT/small.log"
         ;;
     tkernels)
-        PYTHONPATH="$PYTHONPATH:$PWD/test/python" timeout 240 python3 test/python/gpu/bench_transformer_kernels.py \
+        timeout 240 python3 tools/bench_transformer_kernels.py \
             $args 2>&1 | tee "$OUT/tkernels.log"
+        ;;
+    gpt | gpt.*)
+        [ -z "$args" ] && args="--quick"  # --deadline 230 (480 without --quick)
+        limit=560 && [[ "$args" == *--quick* ]] && limit=280
+        timeout "${GPT_TIMEOUT:-$limit}" python3 tools/bench_gpt_step.py --json "$OUT/$name.json" $args 2>&1 \
+            | tee "$OUT/$name.log" | tail -60
+        ;;
+    chargpt)
+        # issue 12: the char GPT trains on the GPU; held-out bits per character, tokens/s
+        if [ -f examples/train_char_gpt.py ]; then
+            timeout "${CHARGPT_TIMEOUT:-400}" python3 examples/train_char_gpt.py --backend cupy \
+                --config nanogpt-char $args 2>&1 | tee "$OUT/chargpt.log" | grep -v "^train" | tail -30
+        else
+            echo "examples/train_char_gpt.py is not in this tree"
+        fi
         ;;
     profile)
         timeout 120 python3 tools/bench_train_step.py --profile $args 2>&1 | tee "$OUT/profile.log"

@@ -8,7 +8,9 @@ step'`); their alias policies let `aicfc-fold-inplace` turn them into in-place
 updates where that is safe.
 
 The ops live in small modules of this package: backward.py (autodiff.backward),
-grads.py (softmax_grad, dropout_grad, epilogue_grad, gemm_epilogue_grad), loss_grads.py (the losses'
+grads.py (softmax_grad, dropout_grad, epilogue_grad, gemm_epilogue_grad, embedding_grad,
+layer_norm_grad),
+attention_grad.py (scaled_dot_product_attention_grad), loss_grads.py (the losses'
 gradients) and optimizers.py (adam_step, sgd_step). The activations' gradient ops
 (autodiff.relu_grad, ...) are defined with their forward ops and their row in
 dialects/graph/activations.py; this package re-exports them and lists them in its
@@ -27,11 +29,14 @@ from __future__ import annotations
 
 from xdsl.ir import Dialect
 
+from aicfc.dialects.autodiff.attention_grad import ScaledDotProductAttentionGradOp
 from aicfc.dialects.autodiff.backward import BackwardOp
 from aicfc.dialects.autodiff.grads import (
     DropoutGradOp,
+    EmbeddingGradOp,
     EpilogueGradOp,
     GemmEpilogueGradOp,
+    LayerNormGradOp,
     SoftmaxGradOp,
 )
 from aicfc.dialects.autodiff.loss_grads import (
@@ -51,9 +56,12 @@ __all__ = [
     "CrossEntropyGradOp",
     "CrossEntropyWithGradOp",
     "DropoutGradOp",
+    "EmbeddingGradOp",
     "EpilogueGradOp",
     "GemmEpilogueGradOp",
+    "LayerNormGradOp",
     "MseLossGradOp",
+    "ScaledDotProductAttentionGradOp",
     "SgdStepOp",
     "SoftmaxGradOp",
     *ACTIVATION_NAMES,
@@ -71,6 +79,9 @@ Autodiff = Dialect(
         DropoutGradOp,
         EpilogueGradOp,
         GemmEpilogueGradOp,
+        EmbeddingGradOp,
+        LayerNormGradOp,
+        ScaledDotProductAttentionGradOp,
         AdamStepOp,
         SgdStepOp,
     ],

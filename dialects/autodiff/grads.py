@@ -1,9 +1,10 @@
 """Backward primitives of graph ops that are neither activations nor losses.
 
-softmax_grad, dropout_grad, epilogue_grad (the backward of a GEMM epilogue) and
-gemm_epilogue_grad (a product with that backward as its epilogue); the
-activations' gradient ops live with their forward ops (dialects/graph/activations.py)
-and the losses' in loss_grads.py.
+softmax_grad, dropout_grad, epilogue_grad (the backward of a GEMM epilogue),
+gemm_epilogue_grad (a product with that backward as its epilogue), embedding_grad (a
+deterministic scatter-add) and layer_norm_grad; the activations' gradient ops live with
+their forward ops (dialects/graph/activations.py), the losses' in loss_grads.py and
+attention's in attention_grad.py.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import SSAValue
 from xdsl.irdl import (
+    AttrSizedResultSegments,
     VarConstraint,
     base,
     irdl_op_definition,
     operand_def,
+    opt_operand_def,
     opt_prop_def,
+    opt_result_def,
     prop_def,
     result_def,
     traits_def,
@@ -35,6 +39,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from aicfc.dialects.activation_table import EPILOGUE_ACTIVATIONS, one_of
 from aicfc.dialects.base import AicfcOp
+from aicfc.dialects.checks import verify_ids, verify_layer_norm
 from aicfc.dialects.flags import OUT0_IN0, OpFlag, OpInfo, op_info
 from aicfc.dialects.graph import ActivationAttr
 from aicfc.dialects.graph.activations import ACTIVATIONS, Activation
@@ -43,6 +48,7 @@ from aicfc.dialects.tensors import (
     axis_in_range,
     fmt_shape,
     matmul_shape,
+    numel,
     ranked,
     require_float,
     require_result,
@@ -127,6 +133,9 @@ class DropoutGradOp(AicfcOp):
 class EpilogueGradOp(AicfcOp):
     """The backward of a GEMM epilogue: dZ = dY * act'(saved), dbias = sum over rows of dZ.
 
+    dY, saved and dZ are [..., M, N] (a layer on [B, T, D] keeps its leading dims); dbias
+    [N] sums dZ over every leading axis.
+
     `act` is an activation with an epilogue form (dialects/activation_table.py);
     `saved` is what its gradient op reads: the forward output Y for relu
     (relu'(z) = y > 0), the pre-activation Z for gelu. dZ keeps the forward output's
@@ -166,9 +175,9 @@ class EpilogueGradOp(AicfcOp):
         g = ranked(self.name, "grad", self.grad)
         s = ranked(self.name, "saved", self.saved)
         require_float(self.name, "grad", g)
-        if len(g.get_shape()) != 2:
+        if len(g.get_shape()) < 2:
             raise VerifyException(
-                f"{self.name}: grad must be rank 2 [M, N], got {fmt_shape(g.get_shape())}"
+                f"{self.name}: grad must have rank >= 2 [..., M, N], got {fmt_shape(g.get_shape())}"
             )
         if g != s:
             raise VerifyException(f"{self.name}: grad {g} and saved {s} must have one type")
@@ -178,7 +187,7 @@ class EpilogueGradOp(AicfcOp):
                 "use graph.reduce_sum)"
             )
         require_result(self.name, self.grad_pre_act.type, g)
-        require_result(self.name, self.grad_bias.type, tensor((g.get_shape()[1],), g.element_type))
+        require_result(self.name, self.grad_bias.type, tensor((g.get_shape()[-1],), g.element_type))
 
     def why_not_differentiable(self) -> str | None:
         # Its VJP is its activation gradient's (passes/vjp_rules.py), so it is
@@ -191,6 +200,144 @@ class EpilogueGradOp(AicfcOp):
                 "(no op computes it)"
             )
         return super().why_not_differentiable()
+
+
+@irdl_op_definition
+class EmbeddingGradOp(AicfcOp):
+    """dweight[v, :] = sum of dy[n, :] over the positions n with ids[n] = v (zero elsewhere).
+
+    The backward of graph.embedding: a scatter-add of dy [..., D] into a [V, D] table,
+    V = `num_embeddings`. Deterministic: each row sums its positions in increasing n
+    (np.add.at's order; kernels/embedding.cu keeps it for one chunk of positions and a
+    fixed order across chunks), so a step gives the same bits every run.
+
+    ```mlir
+    %dw = autodiff.embedding_grad %dy, %ids num_embeddings = 65
+        : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<65x16xf32>
+    ```
+    """
+
+    name = "autodiff.embedding_grad"
+    FLOPS_PER_ELEMENT: ClassVar[int] = 0
+    grad = operand_def(TensorType)
+    ids = operand_def(TensorType)
+    result = result_def(TensorType)
+    num_embeddings = prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure(), OpInfo(F.IS_BACKWARD | F.IS_LINEAR | F.IS_REDUCTION))
+    assembly_format = (
+        "$grad `,` $ids `num_embeddings` `=` $num_embeddings attr-dict `:` "
+        "functional-type(operands, results)"
+    )
+
+    def __init__(self, grad: SSAValue, ids: SSAValue, num_embeddings: int):
+        t = ranked(self.name, "grad", grad)
+        super().__init__(
+            operands=[grad, ids],
+            result_types=[tensor((num_embeddings, t.get_shape()[-1]), t.element_type)],
+            properties={"num_embeddings": IntegerAttr(num_embeddings, i64)},
+        )
+
+    def verify_(self) -> None:
+        g = ranked(self.name, "grad", self.grad)
+        require_float(self.name, "grad", g)
+        i = verify_ids(self.name, self.ids)
+        if tuple(g.get_shape()[:-1]) != tuple(i.get_shape()) or not g.get_shape():
+            raise VerifyException(
+                f"{self.name}: grad must be [..., D] with the ids' shape "
+                f"{fmt_shape(i.get_shape())} in front, got {fmt_shape(g.get_shape())}"
+            )
+        v = self.num_embeddings.value.data
+        if v <= 0:
+            raise VerifyException(f"{self.name}: num_embeddings must be positive, got {v}")
+        require_result(self.name, self.result.type, tensor((v, g.get_shape()[-1]), g.element_type))
+
+    def flops(self) -> int:
+        return numel(ranked(self.name, "grad", self.grad).get_shape())  # one add per element
+
+
+@irdl_op_definition
+class LayerNormGradOp(AicfcOp):
+    """dx, dweight, dbias of y = layer_norm(x) from the saved statistics (torch's backward).
+
+    With xhat = (x - mean) rstd and g = dy * weight (g = dy without a weight):
+    dx = rstd (g - mean_D(g) - xhat mean_D(g xhat)), dweight = sum_rows(dy xhat),
+    dbias = sum_rows(dy). dy and x [..., D], mean and rstd [...], weight [D] (present iff
+    the forward had one); the results dweight and dbias are present iff the forward had
+    a weight and a bias (a bias needs a weight).
+
+    ```mlir
+    %dx, %dw, %db = autodiff.layer_norm_grad %dy, %x, %mean, %rstd weight %w
+        : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8xf32>, tensor<8xf32>, tensor<16xf32>)
+        -> (tensor<8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+    ```
+    """
+
+    name = "autodiff.layer_norm_grad"
+    FLOPS_PER_ELEMENT: ClassVar[int] = 10
+    grad = operand_def(TensorType)
+    input = operand_def(TensorType)
+    mean = operand_def(TensorType)
+    rstd = operand_def(TensorType)
+    weight = opt_operand_def(TensorType)
+    grad_input = result_def(TensorType)
+    grad_weight = opt_result_def(TensorType)
+    grad_bias = opt_result_def(TensorType)
+    irdl_options = (AttrSizedResultSegments(as_property=True),)
+    traits = traits_def(
+        Pure(),
+        OpInfo(
+            F.IS_BACKWARD | F.IS_NORMALIZATION | F.IS_REDUCTION,
+            differentiable=False,
+            why_not="second-order differentiation of layer norm is not supported",
+        ),
+    )
+    assembly_format = (
+        "$grad `,` $input `,` $mean `,` $rstd (`weight` $weight^)? attr-dict `:` "
+        "`(` type(operands) `)` `->` `(` type($grad_input) (`,` type($grad_weight)^)? "
+        "(`,` type($grad_bias)^)? `)`"
+    )
+
+    def __init__(
+        self,
+        grad: SSAValue,
+        x: SSAValue,
+        mean: SSAValue,
+        rstd: SSAValue,
+        weight: SSAValue | None = None,
+        with_bias: bool = False,
+    ):
+        t = ranked(self.name, "grad", grad)
+        param = tensor(t.get_shape()[-1:], t.element_type)
+        super().__init__(
+            operands=[grad, x, mean, rstd, [weight] if weight is not None else []],
+            result_types=[
+                t,
+                [param] if weight is not None else [],
+                [param] if with_bias else [],
+            ],
+        )
+
+    def verify_(self) -> None:
+        bias = self.grad_bias  # a bias gradient stands for a forward bias
+        t, stats = verify_layer_norm(self.name, self.input, self.weight, bias)
+        g = ranked(self.name, "grad", self.grad)
+        if g != t:
+            raise VerifyException(f"{self.name}: grad {g} and input {t} must have one type")
+        for what, v in (("mean", self.mean), ("rstd", self.rstd)):
+            if ranked(self.name, what, v) != stats:
+                raise VerifyException(
+                    f"{self.name}: {what} must be {stats} (the leading dims of input {t}), "
+                    f"got {v.type}"
+                )
+        require_result(self.name, self.grad_input.type, t)
+        param = tensor(t.get_shape()[-1:], t.element_type)
+        if (self.grad_weight is not None) != (self.weight is not None):
+            raise VerifyException(
+                f"{self.name}: the grad_weight result is present exactly when the weight operand is"
+            )
+        for r in (self.grad_weight, self.grad_bias):
+            if r is not None:
+                require_result(self.name, r.type, param)
 
 
 @irdl_op_definition

@@ -12,10 +12,9 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from aicfc.dialects.base import AicfcOp
+from aicfc.dialects.checks import verify_class_logits
 from aicfc.dialects.flags import OpFlag, OpInfo
 from aicfc.dialects.tensors import (
-    fmt_shape,
-    is_int,
     ranked,
     require_float,
     require_nonempty,
@@ -36,27 +35,17 @@ def _require_scalar_grad(op_name: str, grad: SSAValue, like: TensorType[Attribut
 def _verify_cross_entropy_operands(
     op_name: str, logits: SSAValue, labels: SSAValue, grad: SSAValue
 ) -> TensorType[Attribute]:
-    """Float logits [N, C] (N * C > 0), i32/i64 labels [N], scalar grad; returns the logits type."""
-    x = ranked(op_name, "logits", logits)
-    y = ranked(op_name, "labels", labels)
-    require_float(op_name, "logits", x)
-    if len(x.get_shape()) != 2 or not is_int(y.element_type):
-        raise VerifyException(
-            f"{op_name}: expected logits [N, C] and i32/i64 labels [N], got {x} and {y}"
-        )
-    require_nonempty(op_name, "logits", x)
-    if tuple(y.get_shape()) != (x.get_shape()[0],):
-        raise VerifyException(
-            f"{op_name}: labels must have shape [{x.get_shape()[0]}], got "
-            f"{fmt_shape(y.get_shape())}"
-        )
+    """Float logits [..., C] (at least one element), i32/i64 labels [...], scalar grad;
+    returns the logits type."""
+    x, _ = verify_class_logits(op_name, logits, labels)
     _require_scalar_grad(op_name, grad, x)
     return x
 
 
 @irdl_op_definition
 class CrossEntropyGradOp(AicfcOp):
-    """dlogits = (softmax(logits) - onehot(labels)) * dloss / N.
+    """dlogits = (softmax(logits) - onehot(labels)) * dloss / N over logits [..., C]
+    (N: the number of rows, the product of the leading dims).
 
     ```mlir
     %dx = autodiff.cross_entropy_grad %x, %y, %dl
@@ -89,8 +78,9 @@ class CrossEntropyWithGradOp(AicfcOp):
 
     loss = mean_n(logsumexp(x_n) - x_n[y_n]) (graph.cross_entropy);
     grad_logits = (softmax(x) - onehot(y)) * grad / N (autodiff.cross_entropy_grad);
-    grad_bias, when present, = sum over rows of grad_logits (the bias gradient of
-    the layer whose output the logits are: a reduce_sum over axis 0). aicfc-fuse
+    grad_bias, when present, = sum over every row of grad_logits [..., C] (the bias
+    gradient of the layer whose output the logits are: a reduce_sum over the leading
+    axes). aicfc-fuse
     builds it from those ops after aicfc-expand-backward, so one kernel reads the
     logits once for all of them (TensorFlow's SparseSoftmaxCrossEntropyWithLogits
     likewise returns the loss with its backprop). It has no VJP: its gradient is
@@ -141,7 +131,7 @@ class CrossEntropyWithGradOp(AicfcOp):
         require_result(self.name, self.loss.type, tensor((), x.element_type))
         require_result(self.name, self.grad_logits.type, x)
         if self.grad_bias is not None:
-            c = x.get_shape()[1]
+            c = x.get_shape()[-1]
             require_result(self.name, self.grad_bias.type, tensor((c,), x.element_type))
 
 

@@ -18,6 +18,8 @@ train pipeline):
     reshape(reshape(x))                  -> reshape(x)
     broadcast_to(x) : S -> S             -> x
     add(a, broadcast_to(b : [C] -> [..., C]))  -> bias_add(a, b)   (either order)
+    mul(x, splat c)                      -> scale(x, c)        (either order)
+    scale(x, 1)                          -> x
     gemm_epilogue(...) with unused pre_act     -> gemm_epilogue(...) without it
 """
 

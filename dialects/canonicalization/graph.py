@@ -31,8 +31,11 @@ from aicfc.dialects.graph import (
     AddOp,
     BiasAddOp,
     BroadcastToOp,
+    ConstantOp,
     GemmEpilogueOp,
+    MulOp,
     ReshapeOp,
+    ScaleOp,
     TransposeOp,
 )
 from aicfc.dialects.tensors import is_float, shape_of
@@ -76,7 +79,8 @@ class TransposeOfTranspose(GraphRewrite):
 
 class RemoveIdentity(GraphRewrite):
     """op(x) -> x for an op that returns its operand unchanged (AicfcOp.is_identity:
-    reshape or broadcast_to to the same type, transpose by the identity permutation)."""
+    reshape or broadcast_to to the same type, transpose by the identity permutation,
+    scale by 1)."""
 
     def match(self, op: Operation) -> tuple[Operation, ...] | None:
         return (op,) if isinstance(op, AicfcOp) and op.is_identity() else None
@@ -154,6 +158,49 @@ class AddOfBroadcastToBiasAdd(GraphRewrite):
         rewriter.replace(op, new)
 
 
+def splat_value(v: SSAValue) -> float | None:
+    """c if v is a float graph.constant whose every element is c, else None."""
+    owner = v.owner
+    if not isinstance(owner, ConstantOp):
+        return None
+    t = owner.result.type
+    if not isinstance(t, TensorType) or not is_float(t.element_type):
+        return None
+    values = owner.value.get_values()
+    if not values or any(x != values[0] for x in values):
+        return None
+    return float(values[0])
+
+
+class MulBySplatToScale(GraphRewrite):
+    """mul(x, splat c) -> scale(x, c), and the same with the operands swapped (mul is
+    commutative): the product by a scalar needs no constant tensor. Exact: scale
+    multiplies by c in x's dtype, the element the constant holds."""
+
+    def match(self, op: Operation) -> tuple[Operation, ...] | None:
+        """(constant, mul), the rhs tried first as the constant."""
+        if not isinstance(op, MulOp):
+            return None
+        for other in (op.rhs, op.lhs):
+            if splat_value(other) is not None:
+                assert isinstance(other.owner, Operation)
+                return (other.owner, op)
+        return None
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: MulOp, rewriter: PatternRewriter, /) -> None:
+        matched = self.match(op)
+        if matched is None:
+            return
+        constant = matched[0].results[0]
+        x = op.lhs if constant is op.rhs else op.rhs
+        factor = splat_value(constant)
+        assert factor is not None
+        new = ScaleOp(x, factor)
+        copy_location(op, new)
+        rewriter.replace(op, new)
+
+
 # --- fused ops ---------------------------------------------------------------
 
 
@@ -192,6 +239,8 @@ _BY_CLASS: dict[type[Operation], tuple[GraphRewrite, ...]] = {
     ReshapeOp: (ReshapeOfReshape(), RemoveIdentity()),
     BroadcastToOp: (RemoveIdentity(),),
     AddOp: (AddOfBroadcastToBiasAdd(),),
+    MulOp: (MulBySplatToScale(),),
+    ScaleOp: (RemoveIdentity(),),
     GemmEpilogueOp: (DropUnusedPreAct(),),
 }
 """Op class -> its structural patterns (constant folding is the pass aicfc-fold-constants,

@@ -11,12 +11,23 @@ from xdsl.utils.exceptions import VerifyException
 
 from aicfc.dialects.base import AicfcOp
 from aicfc.dialects.canonicalization import GraphCanonicalization
+from aicfc.dialects.flags import OpFlag, static_flags
 from aicfc.dialects.tensors import is_float, is_int, ranked, require_float
 
 
 def unit_flag(flag: bool) -> UnitAttr | None:
     """A unit property that is present exactly when `flag` is true."""
     return UnitAttr() if flag else None
+
+
+def statistics_used(stats: tuple[SSAValue, ...]) -> bool:
+    """True when a statistics result a forward saves for its backward (layer_norm's mean
+    and rstd, attention's lse) is read by an op that is not a backward primitive."""
+    for v in stats:
+        for use in v.uses:
+            if not static_flags(use.operation) & OpFlag.IS_BACKWARD:
+                return True
+    return False
 
 
 class GraphOp(AicfcOp):

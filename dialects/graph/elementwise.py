@@ -1,7 +1,8 @@
-"""Elementwise ops: bias_add, add, sub, mul, dropout (the activations: activations.py)."""
+"""Elementwise ops: bias_add, add, sub, mul, scale, dropout (the activations: activations.py)."""
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 from xdsl.dialects.builtin import I64, Float64Type, FloatAttr, IntegerAttr, TensorType, i64
@@ -114,6 +115,52 @@ class MulOp(BinaryElementwiseOp):
     name = "graph.mul"
     DISPLAY_NAME: ClassVar[str] = "Mul"
     traits = traits_def(Pure(), OpInfo(F.IS_ELEMENTWISE, OUT0_IN0))
+
+
+@irdl_op_definition
+class ScaleOp(GraphOp):
+    """y = factor * x, elementwise, with a compile-time factor (attention's 1/sqrt(d)).
+
+    Invertible when factor != 0. Canonicalization turns graph.mul by a splat constant
+    into it.
+
+    ```mlir
+    %y = graph.scale %x factor = 1.250000e-01 : tensor<2x4x8x8xf32>
+    ```
+    """
+
+    name = "graph.scale"
+    DISPLAY_NAME: ClassVar[str] = "Scale"
+    FLOPS_PER_ELEMENT: ClassVar[int] = 1
+    T: ClassVar = VarConstraint("T", base(TensorType))
+    input = operand_def(T)
+    result = result_def(T)
+    factor = prop_def(FloatAttr[Float64Type])
+    traits = traits_def(Pure(), OpInfo(F.IS_ELEMENTWISE | F.IS_LINEAR | F.IS_INVERTIBLE, OUT0_IN0))
+    assembly_format = "$input `factor` `=` $factor attr-dict `:` type($input)"
+
+    def __init__(self, input: SSAValue, factor: float):
+        super().__init__(
+            operands=[input],
+            result_types=[input.type],
+            properties={"factor": FloatAttr(factor, Float64Type())},
+        )
+
+    @property
+    def factor_value(self) -> float:
+        return float(self.factor.value.data)
+
+    def semantic_flags(self) -> OpFlag:
+        f = super().semantic_flags()
+        return f & ~F.IS_INVERTIBLE if self.factor_value == 0.0 else f
+
+    def is_identity(self) -> bool:
+        return self.factor_value == 1.0
+
+    def verify_(self) -> None:
+        require_float(self.name, "input", ranked(self.name, "input", self.input))
+        if not math.isfinite(self.factor_value):
+            raise VerifyException(f"{self.name}: factor must be finite, got {self.factor_value}")
 
 
 @irdl_op_definition

@@ -27,8 +27,10 @@ from aicfc.dialects.graph.activations import Activation
 from aicfc.dialects.graph.attributes import ActivationAttr
 from aicfc.dialects.graph.base import GraphOp, unit_flag
 from aicfc.dialects.tensors import (
+    batch_shape,
     fmt_shape,
     matmul_shape,
+    numel,
     ranked,
     require_float,
     require_result,
@@ -96,10 +98,12 @@ class MatrixProductOp(GraphOp):
     def product_type(
         cls, lhs: SSAValue, rhs: SSAValue, transpose_a: bool, transpose_b: bool
     ) -> TensorType[Attribute]:
-        """The type of op(A) @ op(B): [M, N] in A's element type (VerifyException if K differs)."""
-        a = ranked(cls.name, "lhs", lhs)
-        m, n, _ = matmul_shape(cls.name, a, ranked(cls.name, "rhs", rhs), transpose_a, transpose_b)
-        return tensor((m, n), a.element_type)
+        """The type of op(A) @ op(B): [..., M, N] in A's element type, the batch dims
+        broadcast (VerifyException if K differs or the batch dims do not broadcast)."""
+        a, b = ranked(cls.name, "lhs", lhs), ranked(cls.name, "rhs", rhs)
+        m, n, _ = matmul_shape(cls.name, a, b, transpose_a, transpose_b)
+        batch = batch_shape(cls.name, a.get_shape(), b.get_shape())
+        return tensor((*batch, m, n), a.element_type)
 
     @property
     def activation(self) -> Activation:
@@ -107,32 +111,49 @@ class MatrixProductOp(GraphOp):
         return Activation.NONE
 
     def mnk(self) -> tuple[int, int, int]:
+        """(M, N, K) of one product of the batch (the last two dims of each operand)."""
         a = ranked(self.name, "lhs", self.operands[0])
         b = ranked(self.name, "rhs", self.operands[1])
         return matmul_shape(self.name, a, b, bool(self.transpose_a), bool(self.transpose_b))
 
+    def batch(self) -> tuple[int, ...]:
+        """The broadcast batch dims of the product (() for two matrices)."""
+        a = ranked(self.name, "lhs", self.operands[0])
+        b = ranked(self.name, "rhs", self.operands[1])
+        return batch_shape(self.name, a.get_shape(), b.get_shape())
+
     def verify_product(self) -> TensorType[Attribute]:
-        """Check A and B (float, one dtype, K agrees) and result #0; returns its type [M, N]."""
+        """Check A and B (float, one dtype, K agrees, batch dims broadcast) and result #0;
+        returns its type [..., M, N]."""
         a = ranked(self.name, "lhs", self.operands[0])
         b = ranked(self.name, "rhs", self.operands[1])
         require_float(self.name, "lhs", a)
         require_same_dtype(self.name, [("lhs", a), ("rhs", b)])
         m, n, _ = self.mnk()
-        out = tensor((m, n), a.element_type)
+        out = tensor((*self.batch(), m, n), a.element_type)
         require_result(self.name, self.results[0].type, out)
         return out
 
     def flops(self) -> int:
         m, n, k = self.mnk()
-        return 2 * m * n * k
+        return 2 * numel(self.batch()) * m * n * k
 
 
 @irdl_op_definition
 class MatmulOp(MatrixProductOp):
-    """Matrix product C = op(A) @ op(B), op = transpose where the flag is set.
+    """Matrix product C = op(A) @ op(B), op = transpose of the last two dims where the flag
+    is set.
+
+    A [..., M, K] and B [..., K, N] (before the transposes) have rank >= 2; their batch
+    dims broadcast as in torch.matmul (right-aligned, equal or 1), so a rank-2 B with a
+    [B, T, D] A is a Linear layer on every position (its leading dims fold into M), and
+    [B, H, T, d] x [B, H, S, d] with transpose_b is attention's q k^T. C is
+    [broadcast batch..., M, N].
 
     ```mlir
     %c = graph.matmul %a, %b transpose_b : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
+    %s = graph.matmul %q, %k transpose_b
+           : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x8xf32>
     ```
     """
 
@@ -167,6 +188,8 @@ class MatmulOp(MatrixProductOp):
 class GemmEpilogueOp(MatrixProductOp):
     """Fused Y = act(op(A) @ op(B) + bias) (cuBLASLt epilogues BIAS, RELU_BIAS, GELU_BIAS).
 
+    A is [..., M, K] (a Linear layer on [B, T, D]: its leading dims fold into M, so
+    transpose_a needs a rank-2 A) and B is a matrix [K, N] ([N, K] with transpose_b).
     The bias has length N and is added to every row. `act` is none or an
     activation whose row in dialects/activation_table.py has an epilogue form.
     The optional second result `pre_act` is Z = op(A) @ op(B) + bias before the
@@ -230,8 +253,20 @@ class GemmEpilogueOp(MatrixProductOp):
         return f | F.IS_ACTIVATION | (F.COLLAPSES_INFO if facts.collapses_info else 0)
 
     def verify_(self) -> None:
+        a = ranked(self.name, "lhs", self.lhs)
+        b = ranked(self.name, "rhs", self.rhs)
+        if len(b.get_shape()) != 2:
+            raise VerifyException(
+                f"{self.name}: rhs must be a matrix [K, N] or [N, K] (a layer's weight), got "
+                f"{fmt_shape(b.get_shape())}"
+            )
+        if self.transpose_a is not None and len(a.get_shape()) != 2:
+            raise VerifyException(
+                f"{self.name}: transpose_a needs a rank-2 lhs (the leading dims of "
+                f"{fmt_shape(a.get_shape())} fold into M only untransposed)"
+            )
         out = self.verify_product()
-        m, n = out.get_shape()
+        n = out.get_shape()[-1]
         act = self.activation
         if act != Activation.NONE and act.value not in EPILOGUE_ACTIVATIONS:
             raise VerifyException(
@@ -243,8 +278,8 @@ class GemmEpilogueOp(MatrixProductOp):
             require_same_dtype(self.name, [("lhs", out), ("bias", bt)])
             if tuple(bt.get_shape()) != (n,):
                 raise VerifyException(
-                    f"{self.name}: bias must have shape [{n}] (N of the [{m}, {n}] result), "
-                    f"got {fmt_shape(bt.get_shape())}"
+                    f"{self.name}: bias must have shape [{n}] (N of the "
+                    f"{fmt_shape(out.get_shape())} result), got {fmt_shape(bt.get_shape())}"
                 )
         if self.pre_act is not None:
             if self.activation == Activation.NONE:
@@ -259,4 +294,4 @@ class GemmEpilogueOp(MatrixProductOp):
         epilogue = (1 if self.bias is not None else 0) + (
             0 if self.activation == Activation.NONE else 1
         )
-        return super().flops() + epilogue * m * n
+        return super().flops() + epilogue * numel(self.batch()) * m * n

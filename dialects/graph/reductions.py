@@ -18,14 +18,12 @@ from xdsl.irdl import (
     traits_def,
 )
 from xdsl.traits import Pure
-from xdsl.utils.exceptions import VerifyException
 
+from aicfc.dialects.checks import verify_class_logits
 from aicfc.dialects.flags import OpFlag, OpInfo
 from aicfc.dialects.graph.base import GraphOp, unit_flag
 from aicfc.dialects.tensors import (
     axis_in_range,
-    fmt_shape,
-    is_int,
     numel,
     ranked,
     reduce_shape,
@@ -128,10 +126,11 @@ class ReduceSumOp(GraphOp):
 
 @irdl_op_definition
 class CrossEntropyOp(GraphOp):
-    """Mean softmax cross-entropy of logits [N, C] against integer labels [N].
+    """Mean softmax cross-entropy of logits [..., C] against integer labels [...].
 
-    loss = mean_n(logsumexp(x_n) - x_n[y_n]), computed with the max subtracted
-    (torch.nn.functional.cross_entropy, reduction="mean").
+    loss = mean over every row n of (logsumexp(x_n) - x_n[y_n]), computed with the max
+    subtracted (torch.nn.functional.cross_entropy, reduction="mean"; for a language
+    model's [B, T, V] logits and [B, T] targets, the mean over B*T positions).
 
     ```mlir
     %l = graph.cross_entropy %x, %y : (tensor<8x10xf32>, tensor<8xi32>) -> tensor<f32>
@@ -157,21 +156,7 @@ class CrossEntropyOp(GraphOp):
         super().__init__(operands=[logits, labels], result_types=[tensor((), t.element_type)])
 
     def verify_(self) -> None:
-        x = ranked(self.name, "logits", self.logits)
-        y = ranked(self.name, "labels", self.labels)
-        require_float(self.name, "logits", x)
-        if len(x.get_shape()) != 2:
-            raise VerifyException(
-                f"{self.name}: logits must be rank 2 [N, C], got {fmt_shape(x.get_shape())}"
-            )
-        require_nonempty(self.name, "logits", x)
-        if not is_int(y.element_type):
-            raise VerifyException(f"{self.name}: labels must be i32 or i64, got {y.element_type}")
-        if tuple(y.get_shape()) != (x.get_shape()[0],):
-            raise VerifyException(
-                f"{self.name}: labels must have shape [{x.get_shape()[0]}] (N of logits "
-                f"{fmt_shape(x.get_shape())}), got {fmt_shape(y.get_shape())}"
-            )
+        x, _ = verify_class_logits(self.name, self.logits, self.labels)
         require_result(self.name, self.result.type, tensor((), x.element_type))
 
     def flops(self) -> int:

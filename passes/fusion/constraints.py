@@ -14,13 +14,21 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation
 
 from aicfc.dialects.autodiff import CrossEntropyGradOp
+from aicfc.dialects.base import AicfcOp
 from aicfc.dialects.graph import (
     ACTIVATIONS,
     Activation,
     ActivationOps,
+    AddOp,
+    CausalMaskOp,
     CrossEntropyOp,
+    DropoutOp,
+    LayerNormOp,
+    MatmulOp,
     MatrixProductOp,
     ReduceSumOp,
+    ScaleOp,
+    SoftmaxOp,
 )
 
 # ----------------------------------------------------------------------------
@@ -49,6 +57,19 @@ LOSS_GRADS: dict[type[Operation], type[Operation]] = {CrossEntropyOp: CrossEntro
 SUM_REDUCTIONS: frozenset[type[Operation]] = frozenset({ReduceSumOp})
 """Reductions whose value is a plain sum (a bias gradient is a column sum of dZ)."""
 
+ATTENTION_PARTS: dict[str, type[Operation]] = {
+    "scale": ScaleOp,
+    "mask": CausalMaskOp,
+    "softmax": SoftmaxOp,
+    "dropout": DropoutOp,
+}
+"""The ops of the unfused attention chain between its two products, by their part in it
+(graph.scaled_dot_product_attention stands for the chain)."""
+
+RESIDUAL_NORMS: dict[type[Operation], type[Operation]] = {LayerNormOp: AddOp}
+"""Normalisations with a fused form that takes the residual add in front of them, and
+the class of that add (graph.add_layer_norm)."""
+
 # ----------------------------------------------------------------------------
 # Constraints
 # ----------------------------------------------------------------------------
@@ -60,6 +81,94 @@ class HasEpilogueForm:
 
     def holds(self, op: Operation) -> bool:
         return type(op) in EPILOGUE_ACTIVATION_OF
+
+
+def _shape(v: object) -> tuple[int, ...] | None:
+    t = getattr(v, "type", None)
+    return tuple(t.get_shape()) if isinstance(t, TensorType) else None
+
+
+@dataclass(frozen=True)
+class IsPart:
+    """The op is the attention chain's part `part` (ATTENTION_PARTS)."""
+
+    part: str
+
+    def holds(self, op: Operation) -> bool:
+        return type(op) is ATTENTION_PARTS[self.part]
+
+
+@dataclass(frozen=True)
+class MasksWithMinusInfinity:
+    """A causal mask that fills with -inf (the forward's; fill 0 is a gradient's)."""
+
+    def holds(self, op: Operation) -> bool:
+        return isinstance(op, CausalMaskOp) and op.fill_value == float("-inf")
+
+
+@dataclass(frozen=True)
+class OverLastAxis:
+    """The op's `axis` is its operand's last."""
+
+    def holds(self, op: Operation) -> bool:
+        if not isinstance(op, AicfcOp) or not op.operands:
+            return False
+        shape = _shape(op.operands[0])
+        axis = op.kernel_params().get("axis")
+        return shape is not None and isinstance(axis, int) and axis % len(shape) == len(shape) - 1
+
+
+@dataclass(frozen=True)
+class HeadProduct:
+    """A plain graph.matmul of two rank-4 operands [B, H, *, *] with equal batch dims and
+    the given transpose flags: attention's q k^T (transpose_b) or P v (none)."""
+
+    transpose_b: bool
+
+    def holds(self, op: Operation) -> bool:
+        if not isinstance(op, MatmulOp) or op.transpose_a is not None:
+            return False
+        a, b = _shape(op.lhs), _shape(op.rhs)
+        return (
+            (op.transpose_b is not None) == self.transpose_b
+            and a is not None
+            and b is not None
+            and len(a) == len(b) == 4
+            and a[:2] == b[:2]
+        )
+
+
+@dataclass(frozen=True)
+class LayerProduct:
+    """A product that a gemm_epilogue can take: a matrix rhs (a layer's weight) and an
+    lhs that is a matrix or an untransposed [..., M, K] (a Linear on [B, T, D])."""
+
+    def holds(self, op: Operation) -> bool:
+        if not isinstance(op, MatrixProductOp):
+            return False
+        a, b = _shape(op.operands[0]), _shape(op.operands[1])
+        return (
+            a is not None
+            and b is not None
+            and len(b) == 2
+            and (len(a) == 2 or op.transpose_a is None)
+        )
+
+
+@dataclass(frozen=True)
+class IsResidualAdd:
+    """The op is the add class of a RESIDUAL_NORMS entry."""
+
+    def holds(self, op: Operation) -> bool:
+        return type(op) in RESIDUAL_NORMS.values()
+
+
+@dataclass(frozen=True)
+class HasResidualForm:
+    """The op's class is a normalisation of RESIDUAL_NORMS."""
+
+    def holds(self, op: Operation) -> bool:
+        return type(op) in RESIDUAL_NORMS
 
 
 @dataclass(frozen=True)
@@ -94,6 +203,21 @@ class SumsAxes:
         return not params.get("keepdims", False) and sorted(a % self.rank for a in axes) == sorted(
             self.axes
         )
+
+
+@dataclass(frozen=True)
+class SumsLeadingAxes:
+    """A plain sum (SUM_REDUCTIONS) of a rank >= 2 input over every axis but the last,
+    without keepdims: [..., N] -> [N], the bias gradient of a layer on any leading dims."""
+
+    def holds(self, op: Operation) -> bool:
+        if type(op) not in SUM_REDUCTIONS or not op.operands:
+            return False
+        shape = _shape(op.operands[0])
+        if shape is None or len(shape) < 2:
+            return False
+        rank = len(shape)
+        return SumsAxes(tuple(range(rank - 1)), rank).holds(op)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,13 @@ A `sibling` step does not consume the previous step's result: it reads the
 same operands (a loss and its gradient both read logits and labels), and
 its `exports_input` re-exports the previous step's result (the loss).
 
+A `stochastic` step may match an op that draws random numbers (graph.dropout): its
+counter-based mask depends only on (seed, offset, element index), so a fused op that
+draws the same mask (scaled_dot_product_attention with dropout) computes the same
+values. A pattern's `condition`, if any, decides on the whole match (operands of
+different steps that must agree); the last matched op's further results (layer_norm's
+mean and rstd) are replaced by the fused op's `rest`.
+
 This module knows no op: the patterns (passes/fusion/patterns.py) name the
 flags, constraints and builders. The matcher is the one answer to "what does
 aicfc-fuse fuse": the pass applies its matches, and the operator report
@@ -27,6 +34,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from xdsl.ir import Operation, SSAValue
+from xdsl.traits import is_side_effect_free
 
 from aicfc.dialects.flags import OpFlag
 from aicfc.passes.dataflow import DataFlowGraph
@@ -58,6 +66,8 @@ class Step:
     sibling:       the op reads the previous step's operands (all of them, as its
                    first operands) instead of its result; exports_input then names
                    the previous step's result.
+    stochastic:    the op may draw random numbers (SAFE_NODE is not required; it must
+                   still be free of side effects).
     constraints:   further predicates on the op.
     """
 
@@ -67,14 +77,16 @@ class Step:
     via_operand: int = 0
     exports_input: str | None = None
     sibling: bool = False
+    stochastic: bool = False
     constraints: tuple[Constraint, ...] = ()
 
     def matches(self, op: Operation, flags: OpFlag) -> bool:
         """True when `op` (with static | derived `flags`) may fill this step."""
-        need = self.required | FUSIBLE
+        need = self.required | (FUSIBLE & ~F.SAFE_NODE if self.stochastic else FUSIBLE)
         return (
             flags & need == need
             and not flags & self.forbidden
+            and (not self.stochastic or is_side_effect_free(op))
             and all(c.holds(op) for c in self.constraints)
         )
 
@@ -83,12 +95,13 @@ class Step:
 class Built:
     """A fused op, the value replacing the last matched op's result, its re-exported
     results by export name (Step.exports_input), and the values replacing the last
-    matched op's further results, in order (a multi-result op such as epilogue_grad)."""
+    matched op's further results, in order (None: that result has no replacement, so
+    it must have no users)."""
 
     op: Operation
     result: SSAValue
     exports: dict[str, SSAValue]
-    rest: tuple[SSAValue, ...] = ()
+    rest: tuple[SSAValue | None, ...] = ()
 
 
 Builder = Callable[..., Built]
@@ -104,6 +117,8 @@ class FusionPattern:
     builder:  called as builder(match, *match.by_step) (see `Builder`).
     fused_op: the class of the op the builder makes (what the report names).
     min_ops:  the fewest matched ops worth fusing.
+    condition: a predicate on the whole match (called with its ops by step, None for
+              an absent optional step), for what no single step can check.
     """
 
     name: str
@@ -112,6 +127,7 @@ class FusionPattern:
     builder: Builder
     fused_op: type[Operation]
     min_ops: int = 2
+    condition: Callable[..., bool] | None = None
 
     def build(self, m: Match) -> Built:
         """The fused op of `m` (a match of this pattern)."""
@@ -185,6 +201,8 @@ def match_at(
         else:
             by_step.append(None)
     if len(chain) < pattern.min_ops:
+        return None
+    if pattern.condition is not None and not pattern.condition(*by_step):
         return None
     return Match(pattern, tuple(graph.ops[i] for i in chain), tuple(by_step), exports)
 

@@ -7,10 +7,16 @@ then the op of each step, in step order (None for an absent optional step),
 and returns the fused op with the values it replaces:
 
     act(bias_add(matmul(A, B), b))          -> gemm_epilogue(A, B, b, act)   [-> (Y, Z) for gelu]
-    reduce_sum(act_grad(dY, s), axes=[0])    -> epilogue_grad(dY, s, act)    [-> (dZ, db)]
+    reduce_sum(act_grad(dY, s), leading axes) -> epilogue_grad(dY, s, act)   [-> (dZ, db)]
     epilogue_grad(matmul(A, B), s)           -> gemm_epilogue_grad(A, B, s, act) [-> (dZ, db)]
-    cross_entropy(x, y), cross_entropy_grad(x, y, d) [, reduce_sum(.., axes=[0])]
+    cross_entropy(x, y), cross_entropy_grad(x, y, d) [, reduce_sum(.., leading axes)]
                                              -> cross_entropy_with_grad(x, y, d) [-> (l, dx, db)]
+    matmul(dropout?(softmax(causal_mask?(scale(matmul(q, k^T))))), v)
+                                    -> scaled_dot_product_attention(q, k, v)  [-> (o, lse)]
+    layer_norm(add(x, r))           -> add_layer_norm(x, r)              [-> (s, y, mean, rstd)]
+
+A layer's product may have leading dims ([B, T, D] x [D, N]: a Linear on every
+position); its bias gradient sums every leading axis.
 
 Adding a pattern is adding a row (and its builder, or reusing one) below; a
 new activation with an epilogue form needs nothing here: `EPILOGUE_FORMS`
@@ -24,15 +30,34 @@ from xdsl.ir import Operation, SSAValue
 from aicfc.dialects.activation_table import Saved
 from aicfc.dialects.autodiff import CrossEntropyWithGradOp, EpilogueGradOp, GemmEpilogueGradOp
 from aicfc.dialects.flags import OpFlag
-from aicfc.dialects.graph import ACTIVATIONS, Activation, GemmEpilogueOp, MatrixProductOp
+from aicfc.dialects.graph import (
+    ACTIVATIONS,
+    Activation,
+    AddLayerNormOp,
+    DropoutOp,
+    GemmEpilogueOp,
+    LayerNormOp,
+    MatmulOp,
+    MatrixProductOp,
+    ScaledDotProductAttentionOp,
+    ScaleOp,
+)
+from aicfc.dialects.tensors import shape_of
 from aicfc.passes.fusion.constraints import (
     EPILOGUE_ACTIVATION_OF,
     EmptyEpilogue,
     HasEpilogueForm,
     HasFusedGradForm,
+    HasResidualForm,
+    HeadProduct,
     IsLossGrad,
+    IsPart,
+    IsResidualAdd,
+    LayerProduct,
+    MasksWithMinusInfinity,
+    OverLastAxis,
     ResultRank,
-    SumsAxes,
+    SumsLeadingAxes,
 )
 from aicfc.passes.fusion.matcher import Built, FusionPattern, Match, Step
 
@@ -79,7 +104,7 @@ GEMM_BIAS_ACT = FusionPattern(
     name="gemm_bias_act",
     group="forward",
     steps=(
-        Step(F.IS_GEMM_LIKE, constraints=(ResultRank(2), EmptyEpilogue())),
+        Step(F.IS_GEMM_LIKE, constraints=(LayerProduct(), EmptyEpilogue())),
         Step(F.IS_BIAS_ADD | F.IS_ELEMENTWISE, forbidden=F.IS_FUSED, optional=True),
         Step(
             F.IS_ACTIVATION | F.IS_ELEMENTWISE,
@@ -106,7 +131,8 @@ def build_epilogue_grad(m: Match, act_grad: Operation, bias_grad: Operation) -> 
     return Built(op, op.grad_bias, {"grad_pre_act": op.grad_pre_act})
 
 
-# (act_grad(dY, saved), reduce_sum(act_grad(dY, saved), axes=[0])) -> epilogue_grad(dY, saved, act)
+# (act_grad(dY, saved), reduce_sum(act_grad(dY, saved), every leading axis))
+#   -> epilogue_grad(dY, saved, act)
 ACT_GRAD_BIAS_GRAD = FusionPattern(
     name="act_grad_bias_grad",
     group="backward",
@@ -114,13 +140,13 @@ ACT_GRAD_BIAS_GRAD = FusionPattern(
         Step(
             F.IS_ACTIVATION_GRAD | F.IS_ELEMENTWISE,
             forbidden=F.IS_FUSED,
-            constraints=(ResultRank(2), HasEpilogueForm()),
+            constraints=(HasEpilogueForm(),),
         ),
         Step(
             F.IS_REDUCTION | F.IS_LINEAR,
             forbidden=F.IS_FUSED | F.IS_LOSS,
             exports_input="grad_pre_act",
-            constraints=(SumsAxes(axes=(0,), rank=2),),
+            constraints=(SumsLeadingAxes(),),
         ),
     ),
     builder=build_epilogue_grad,
@@ -184,7 +210,7 @@ def build_loss_with_grad(
     return Built(op, op.grad_bias, exports)
 
 
-# (loss(x, y), loss_grad(x, y, d), reduce_sum(loss_grad, axes=[0]))
+# (loss(x, y), loss_grad(x, y, d), reduce_sum(loss_grad, every leading axis))
 #   -> cross_entropy_with_grad(x, y, d) -> (loss, dx, db); the bias-grad step is optional.
 LOSS_WITH_GRAD = FusionPattern(
     name="loss_with_grad",
@@ -196,14 +222,14 @@ LOSS_WITH_GRAD = FusionPattern(
             forbidden=F.IS_FUSED,
             sibling=True,
             exports_input="loss",
-            constraints=(ResultRank(2), IsLossGrad()),
+            constraints=(IsLossGrad(),),
         ),
         Step(
             F.IS_REDUCTION | F.IS_LINEAR,
             forbidden=F.IS_FUSED | F.IS_LOSS,
             optional=True,
             exports_input="grad_logits",
-            constraints=(SumsAxes(axes=(0,), rank=2),),
+            constraints=(SumsLeadingAxes(),),
         ),
     ),
     builder=build_loss_with_grad,
@@ -211,11 +237,111 @@ LOSS_WITH_GRAD = FusionPattern(
 )
 
 # ----------------------------------------------------------------------------
+# attention
+# ----------------------------------------------------------------------------
+
+
+def build_attention(
+    m: Match,
+    scores: Operation,
+    scale: Operation,
+    mask: Operation | None,
+    softmax: Operation,
+    dropout: Operation | None,
+    values: Operation,
+) -> Built:
+    """scaled_dot_product_attention(q, k, v) from the chain: q and k of the scores'
+    product, v of the values' product, the scale's factor, causal iff the mask step is
+    present, dropout's p, seed and offset; the lse result is new (it has no users)."""
+    assert isinstance(scale, ScaleOp) and isinstance(values, MatmulOp)
+    q, k = scores.operands
+    p, seed, offset = 0.0, 0, None
+    if dropout is not None:
+        assert isinstance(dropout, DropoutOp)
+        p, seed, offset = dropout.p.value.data, dropout.seed.value.data, dropout.offset
+    op = ScaledDotProductAttentionOp(
+        q, k, values.rhs, offset, mask is not None, scale.factor_value, p, seed
+    )
+    return Built(op, op.result, {})
+
+
+def _same_keys_and_values(scores: Operation, scale: Operation, *rest: Operation | None) -> bool:
+    """v has k's shape [B, H, S, d] (the fused op takes one head size)."""
+    values = rest[-1]
+    return values is not None and shape_of(values.operands[1].type) == shape_of(
+        scores.operands[1].type
+    )
+
+
+# matmul(dropout?(softmax(causal_mask?(scale(matmul(q, k, transpose_b)))), axis=-1), v)
+#   -> scaled_dot_product_attention(q, k, v [, offset]) causal? scale dropout_p? seed?
+# Without the mask step the fused op is not causal; without the scale step nothing fuses.
+ATTENTION = FusionPattern(
+    name="attention",
+    group="forward",
+    steps=(
+        Step(F.IS_GEMM_LIKE, constraints=(HeadProduct(transpose_b=True),)),
+        Step(F.IS_ELEMENTWISE | F.IS_LINEAR, forbidden=F.IS_FUSED, constraints=(IsPart("scale"),)),
+        Step(
+            F.IS_ELEMENTWISE,
+            optional=True,
+            constraints=(IsPart("mask"), MasksWithMinusInfinity()),
+        ),
+        Step(F.IS_REDUCTION, forbidden=F.IS_LOSS, constraints=(IsPart("softmax"), OverLastAxis())),
+        Step(
+            F.IS_ELEMENTWISE | F.IS_STOCHASTIC,
+            optional=True,
+            stochastic=True,
+            constraints=(IsPart("dropout"),),
+        ),
+        Step(F.IS_GEMM_LIKE, constraints=(HeadProduct(transpose_b=False),)),
+    ),
+    builder=build_attention,
+    fused_op=ScaledDotProductAttentionOp,
+    condition=_same_keys_and_values,
+)
+
+# ----------------------------------------------------------------------------
+# residual add -> layer norm
+# ----------------------------------------------------------------------------
+
+
+def build_add_layer_norm(m: Match, add: Operation, norm: Operation) -> Built:
+    """add_layer_norm(x, r, weight, bias, eps): the add's operands, the norm's parameters;
+    the sum is re-exported (the residual stream reads it) and mean, rstd replace the
+    norm's."""
+    assert isinstance(norm, LayerNormOp)
+    x, r = add.operands
+    op = AddLayerNormOp(x, r, norm.weight, norm.bias, norm.eps_value)
+    return Built(op, op.result, {"sum": op.sum}, rest=(op.mean, op.rstd))
+
+
+# layer_norm(add(x, r)) -> add_layer_norm(x, r) -> (sum, y, mean, rstd); the sum keeps its
+# other users (the residual stream) through the fused op's first result.
+ADD_LAYER_NORM = FusionPattern(
+    name="add_layer_norm",
+    group="forward",
+    steps=(
+        Step(F.IS_ELEMENTWISE | F.IS_LINEAR, forbidden=F.IS_FUSED, constraints=(IsResidualAdd(),)),
+        Step(
+            F.IS_NORMALIZATION,
+            forbidden=F.IS_FUSED,
+            exports_input="sum",
+            constraints=(HasResidualForm(),),
+        ),
+    ),
+    builder=build_add_layer_norm,
+    fused_op=AddLayerNormOp,
+)
+
+# ----------------------------------------------------------------------------
 # The table
 # ----------------------------------------------------------------------------
 
 FUSION_PATTERNS: tuple[FusionPattern, ...] = (
+    ATTENTION,
     GEMM_BIAS_ACT,
+    ADD_LAYER_NORM,
     ACT_GRAD_BIAS_GRAD,
     GEMM_EPILOGUE_GRAD,
     LOSS_WITH_GRAD,

@@ -50,6 +50,10 @@ C_SCALAR_TYPES: dict[str, type[np.generic]] = {
 """C type of a registry ABI entry -> the NumPy scalar type CuPy passes by value."""
 
 
+STATIC_SHARED_LIMIT = 48 * 1024
+"""Bytes of dynamic shared memory a kernel gets without raising its attribute."""
+
+
 class CudaKernelError(ExecError):
     """A CUDA kernel failed to compile, load or run; the message names kernel and shapes."""
 
@@ -287,9 +291,14 @@ def kernel_launch(
     shared_mem: int = 0,
     keepalive: Sequence[Any] = (),
 ) -> KernelLaunch:
-    """Bind `spec`'s RawKernel to its buffers (None = null) and converted scalars."""
+    """Bind `spec`'s RawKernel to its buffers (None = null) and converted scalars; a
+    `shared_mem` above 48 KB raises the function's dynamic shared-memory limit first."""
     args: list[Any] = [np.uint64(0) if b is None else b for b in buffers]
     args.extend(pack_scalars(spec, scalars))
+    function = get_function(spec)
+    if shared_mem > STATIC_SHARED_LIMIT and hasattr(function, "max_dynamic_shared_size_bytes"):
+        function.max_dynamic_shared_size_bytes = shared_mem  # cudaFuncSetAttribute, once
+
     if any(g < 1 for g in grid) or any(b < 1 for b in block):
         raise CudaKernelError(
             f'kernel "{spec.name}" ({describe(buffers)}): empty launch grid {grid} x block {block}'
@@ -297,7 +306,7 @@ def kernel_launch(
     return KernelLaunch(
         name=spec.name,
         symbol=spec.symbol or "",
-        function=get_function(spec),
+        function=function,
         grid=tuple(int(g) for g in grid),
         block=tuple(int(b) for b in block),
         args=tuple(args),

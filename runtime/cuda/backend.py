@@ -90,11 +90,13 @@ from aicfc.runtime.plan import BufferSpec, CopyStep, ExecPlan, LaunchStep
 from aicfc.runtime.schedule import (
     Access,
     Schedule,
+    aliased_regions,
     buffer_regions,
     dependencies,
     direct,
     node_access,
     schedule,
+    view_aliases,
 )
 from aicfc.runtime.selector import Problem, refusal
 from aicfc.runtime.store import BufferStore
@@ -324,6 +326,7 @@ class CupyExecutable(Executable):
     accesses: what each node reads and writes (runtime/schedule.py regions).
     depends:  for each node, the earlier nodes it conflicts with (all of them).
     schedule: how a capture spreads the nodes over the backend's graph_streams.
+    views:    result slot -> the slot whose bytes it shares (reshapes that launch nothing).
     replays:  how many times a captured graph has been launched.
     graphs:   the captured graphs by GraphKey (one per input/output mode used, and one
               per repeated set of device-input addresses, runtime/cuda/step_io.py).
@@ -338,6 +341,11 @@ class CupyExecutable(Executable):
         self.context = DeviceContext(backend.sm_count, backend.cublaslt)
         self.arena = cupy.zeros(max(plan.arena_size or 0, 1), dtype=np.uint8)
         self.arrays: list[Any] = [self._allocate(b) for b in plan.buffers]
+        # A reshape whose result may share its input's bytes reads them with its own shape
+        # and launches nothing (runtime/schedule.py view_aliases says where that is safe).
+        self.views = view_aliases(plan, self._is_view)
+        for y, x in self.views.items():
+            self.arrays[y] = self.arrays[x].reshape(plan.buffers[y].shape)
         self._slots = {
             b.name: b.slot for b in plan.buffers if b.role in ("input", "param", "state")
         }
@@ -387,6 +395,11 @@ class CupyExecutable(Executable):
             return self.arena[b.offset : end].view(b.dtype).reshape(b.shape)
         return cupy.zeros(b.shape, b.dtype)
 
+    @staticmethod
+    def _is_view(step: LaunchStep) -> bool:
+        spec = registry.KERNELS_BY_NAME.get(step.kernel)
+        return spec is not None and "view" in spec.flags
+
     def _problem(self, spec: registry.KernelSpec, step: LaunchStep) -> Problem:
         ins = [self.plan.buffers[i] for i in step.inputs]
         outs = [self.plan.buffers[o] for o in step.outputs]
@@ -412,7 +425,7 @@ class CupyExecutable(Executable):
         """Bind every step group to its launches (`nodes`) and record what each reads and
         writes (`accesses`: its steps' buffers, plus the shared scratch its launches name)."""
         steps = self.plan.steps
-        regions = buffer_regions(self.plan)
+        regions = aliased_regions(buffer_regions(self.plan), self.views)
         specs = [None if isinstance(s, CopyStep) else self._spec(s) for s in steps]
         params: list[Mapping[str, object]] = [
             {} if isinstance(s, CopyStep) else s.params for s in steps

@@ -8,6 +8,10 @@ then one `cublasLtMatmul` on the given stream, which a CUDA graph captures and
 replays exactly (nvmath's high-level `Matmul.execute()` allocates its result on
 every call, so it cannot write into fixed buffers).
 
+A batch of products (`Gemm.batch` > 1, operands of rank >= 3 in torch.matmul's batched
+form) is one strided-batched matmul: each layout's BATCH_COUNT and STRIDED_BATCH_OFFSET
+(a stride of 0 broadcasts an operand over the batch).
+
 Layout (cuBLASLt is column-major): a row-major Y[M, N] is a column-major
 Y^T[N, M], so we compute Y^T = op(B)^T op(A)^T, passing B as cuBLASLt's "A" and
 A as its "B". The epilogue's bias then runs along the rows of the column-major
@@ -117,6 +121,12 @@ class CublasLt:
             else lt.matrix_layout_create(CUDA_R_32F, k, m, k)
         )
         lt_d = lt.matrix_layout_create(CUDA_R_32F, n, m, n)
+        if g.batch > 1:  # strided-batched: product i reads A + i stride_a, B + i stride_b
+            lattr = lt.MatrixLayoutAttribute
+            lset, ldt = lt.matrix_layout_set_attribute, lt.get_matrix_layout_attribute_dtype
+            for layout, stride in ((lt_a, g.stride_b), (lt_b, g.stride_a), (lt_d, m * n)):
+                self._set(lset, ldt, layout, lattr.BATCH_COUNT, g.batch)
+                self._set(lset, ldt, layout, lattr.STRIDED_BATCH_OFFSET, stride)
         pref = lt.matmul_preference_create()
         pattr = lt.MatmulPreferenceAttribute
         pset = lt.matmul_preference_set_attribute

@@ -47,7 +47,7 @@ func.func @no_second_order_through_epilogue_grad_gelu(%dy: tensor<8x4xf32>, %z: 
 // -----
 
 // An op of another dialect has no VJP rule.
-// CHECK: aicfc-expand-backward-invalid.mlir:52:3: error: 'arith.addf' is not differentiable: no VJP rule is registered for it (passes/vjp_rules.py)
+// CHECK: aicfc-expand-backward-invalid.mlir:52:3: error: 'arith.addf' is not differentiable: no VJP rule is registered for it (passes/vjp_rules/)
 func.func @no_rule_for_foreign_op(%x: tensor<4xf32>) -> tensor<4xf32> {
   %y = arith.addf %x, %x : tensor<4xf32>
   %l = graph.reduce_sum %y axes = [0] : tensor<4xf32> -> tensor<f32>

@@ -383,7 +383,8 @@ func.func @dont_fuse_tanh_grad(%dy: tensor<8x16xf32>, %y: tensor<8x16xf32>) -> t
   func.return %db : tensor<16xf32>
 }
 
-// A rank-3 gradient is not the output of a rank-2 GEMM epilogue.
+// A sum over axis 0 alone of a rank-3 gradient is not its bias gradient (that sums every
+// leading axis, [0, 1]).
 // CHECK-LABEL: func.func @dont_fuse_backward_rank3
 func.func @dont_fuse_backward_rank3(%dy: tensor<2x8x16xf32>, %y: tensor<2x8x16xf32>) -> tensor<8x16xf32> {
   // CHECK-NEXT: %dz = autodiff.relu_grad

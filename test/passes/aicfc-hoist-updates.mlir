@@ -1,5 +1,9 @@
 // RUN: aicfc-opt %s -p aicfc-hoist-updates | filecheck %s
 // RUN: aicfc-opt %s -p aicfc-hoist-updates,aicfc-hoist-updates | filecheck %s
+// RUN: aicfc-opt %s -p 'aicfc-hoist-updates{max_runs=1}' | filecheck %s --check-prefix=ONE
+// RUN: not aicfc-opt %s -p 'aicfc-hoist-updates{max_runs=0}' 2>&1 | filecheck %s --check-prefix=BAD
+
+// BAD: aicfc-hoist-updates: max_runs must be at least 1, got 0
 
 // Two layers' backward (the gradients stand in: %y for dY, its column sum for db2), as
 // aicfc-expand-backward leaves it: every update after the last gradient. Each moves up to just after its gradient's definition and its parameter's
@@ -18,6 +22,14 @@
 // CHECK-NEXT:    %dw1 = graph.matmul %x, %dh transpose_a
 // CHECK-NEXT:    %w1n = autodiff.sgd_step %w1, %dw1
 // CHECK-NEXT:    func.return
+
+// With max_runs=1 the three runs hoisting would make are too many: the block stays.
+// ONE-LABEL: func.func @two_layers
+// ONE:         %dw1 = graph.matmul %x, %dh transpose_a
+// ONE-NEXT:    %w1n = autodiff.sgd_step %w1, %dw1
+// ONE-NEXT:    %w2n = autodiff.sgd_step %w2, %dw2
+// ONE-NEXT:    %b2n = autodiff.sgd_step %b2, %db2
+// ONE-NEXT:    func.return
 func.func @two_layers(%x: tensor<4x3xf32>, %w1: tensor<3x5xf32>, %w2: tensor<5x2xf32>, %b2: tensor<2xf32>) -> (tensor<3x5xf32>, tensor<5x2xf32>, tensor<2xf32>) {
   %h = graph.matmul %x, %w1 : (tensor<4x3xf32>, tensor<3x5xf32>) -> tensor<4x5xf32>
   %y = graph.matmul %h, %w2 : (tensor<4x5xf32>, tensor<5x2xf32>) -> tensor<4x2xf32>

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from xdsl.ir import Operation
-from xdsl.irdl import IRDLOperation
+from xdsl.irdl import IRDLOperation, OptOperandDef, VarOperandDef
 
 from aicfc.dialects.activation_table import FACTS, Saved
 from aicfc.dialects.autodiff import Autodiff
@@ -139,6 +139,18 @@ def test_op_has_numpy_reference(d: str, op: type[Operation]) -> None:
     assert issubclass(op, IRDLOperation), f"{op.name} is not an IRDL op"
     definition = op.get_irdl_definition()
     operands = [name for name, _ in definition.operands]
+    kind = definition.operands[0][1] if operands else None
+    if (
+        len(operands) == 1
+        and isinstance(kind, VarOperandDef)
+        and not isinstance(kind, OptOperandDef)
+    ):
+        # one variadic operand (graph.concat's inputs): the function takes *arrays
+        assert not positional and any(p.kind == p.VAR_POSITIONAL for p in params), (
+            f"REFERENCE[{op.__name__}] = {fn.__name__} must take the variadic operand "
+            f"{operands[0]} as *arrays"
+        )
+        positional = [None]  # type: ignore[list-item]
     assert len(positional) == len(operands), (
         f"REFERENCE[{op.__name__}] = {fn.__name__} takes {len(positional)} arrays "
         f"({[p.name for p in positional]}) but the op has operands {operands}"

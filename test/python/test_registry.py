@@ -55,7 +55,7 @@ from aicfc.passes import get_all_passes, module_name
 
 ROOT = Path(__file__).resolve().parents[2]
 DIALECTS = ("graph", "autodiff", "exec")
-SHARED_HELPERS = ("tensors", "params")
+SHARED_HELPERS = ("tensors", "params", "checks")
 SPLIT_MARKER = "// -----"
 VERIFY_FLAGS = ("--split-input-file", "--verify-diagnostics")
 
@@ -392,7 +392,8 @@ def test_site_extraction_finds_known_messages() -> None:
         "matrix.py",
         "elementwise.py",
         "layout.py",
-        "reductions.py",
+        "normalization.py",
+        "attention.py",
     }
     assert any(s.pattern.fullmatch("graph.dropout: p must be in [0, 1), got 1.0") for s in graph)
     # {self.name} is resolved to the op's name: another op's message does not match.

@@ -152,3 +152,35 @@ def test_silu_mlp_adam_50_steps_match_torch(digits):
     tmodel = torch_twin(model, nn.SiLU)
     topt = torch.optim.Adam(tmodel.parameters(), lr=1e-3)
     check_against_torch(prog, tmodel, topt, digits, torch.nn.functional.cross_entropy, 50)
+
+
+def test_adamw_without_decay_below_rank_2_matches_torchs_two_param_groups(digits):
+    """weight_decay_min_rank=2 (nanoGPT's grouping) trains as torch.optim.AdamW with the
+    matrices in a group of weight_decay 0.5 and the biases in one of weight_decay 0; the
+    updates are emitted group by group (the matrices' first), each with its own decay."""
+    model = mlp(5)
+    ours = optim.AdamW(lr=1e-3, weight_decay=0.5, weight_decay_min_rank=2)
+    prog = aicfc.compile(model, optimizer=ours, backend="numpy")
+    graph = prog.mlir("graph", batch_size=BATCH)
+    steps = [line for line in graph.splitlines() if "autodiff.adam_step" in line]
+    decays = ["weight_decay = 5.0" in line for line in steps]
+    assert decays == [True] * 3 + [False] * 3, steps
+    tmodel = torch_twin(model)
+    matrices = [p for p in tmodel.parameters() if p.dim() >= 2]
+    vectors = [p for p in tmodel.parameters() if p.dim() < 2]
+    topt = torch.optim.AdamW(
+        [{"params": matrices, "weight_decay": 0.5}, {"params": vectors, "weight_decay": 0.0}],
+        lr=1e-3,
+    )
+    check_against_torch(prog, tmodel, topt, digits, torch.nn.functional.cross_entropy, 30)
+    # the grouping mattered: decaying the biases too gives other biases
+    plain = aicfc.compile(mlp(5), optimizer=optim.AdamW(lr=1e-3, weight_decay=0.5), backend="numpy")
+    for x, y in batches(*digits, 30):
+        plain.step(x, y)
+    assert rel_err(plain.state_dict()["0.bias"], prog.state_dict()["0.bias"]) > 1e-3
+
+
+def test_weight_decay_min_rank_must_be_a_non_negative_integer():
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="AdamW: weight_decay_min_rank must be an integer"):
+            optim.AdamW(weight_decay_min_rank=bad)

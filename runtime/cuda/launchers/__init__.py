@@ -10,6 +10,11 @@
     reduce.py       reduce.cu: epilogue_grad, reduce_sum
     dropout.py      dropout.cu
     optim.py        optim.cu: SGD, multi-tensor Adam
+    layernorm.py    layernorm.cu: layer norm (and the fused residual add), its backward
+    embedding.py    embedding.cu: the gather and its deterministic two-launch backward
+    attention.py    attention.cu: tiled attention (head dims 32, 64, 128), the attention params
+    attention_rows.py  attention_rows.cu: attention a warp per row (any head dim <= 128)
+    cross_entropy.py   cross_entropy.cu: the fused softmax cross-entropy over many classes
 
 A registry entry names its launcher as "<module>:<function>" (`KernelSpec.launcher`,
 resolved by runtime/cuda/launch.py), so adding a kernel adds a row to the

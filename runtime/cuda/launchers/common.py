@@ -96,6 +96,16 @@ def matrix_shape(spec: KernelSpec, what: str, a: Any) -> tuple[int, int]:
     return int(a.shape[0]), int(a.shape[1])
 
 
+def rows_shape(spec: KernelSpec, what: str, a: Any) -> tuple[int, int]:
+    """(rows, columns) of a buffer that a row kernel reads: its last dim is the row, the
+    dims before it fold into the row count ([B, T, V] logits are B T rows of V);
+    CudaKernelError for a 0-d buffer."""
+    if len(a.shape) < 1:
+        raise CudaKernelError(f'kernel "{spec.name}": {what} is {describe([a])}, expected rows')
+    c = int(a.shape[-1])
+    return (numel(a) // c if c else 0), c
+
+
 def expect_numel(spec: KernelSpec, n: int, **buffers: Any) -> None:
     """Raise unless each named buffer (None: absent) holds `n` elements.
 

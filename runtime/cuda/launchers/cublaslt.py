@@ -26,7 +26,7 @@ def launch_cublaslt(
 ) -> list[Launch]:
     """The launches of a cuBLASLt entry (matmul or gemm_epilogue), planned on the
     backend's cuBLASLt handle (`ctx.cublaslt()`); TF32 for entries flagged "tf32"."""
-    g = gemm_operands(spec, ins, outs, params)
+    g = gemm_operands(spec, ins, outs, params, batched=True)
     if g.act not in EPILOGUES:
         raise CudaKernelError(
             f'kernel "{spec.name}": cuBLASLt runs act {" or ".join(EPILOGUES)}, not {g.act}'

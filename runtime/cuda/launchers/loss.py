@@ -22,9 +22,9 @@ from aicfc.runtime.cuda.launchers.common import (
     expect_numel,
     expect_operands,
     launch_pointwise,
-    matrix_shape,
     numel,
     param,
+    rows_shape,
 )
 from aicfc.runtime.cuda.launchers.reduce import launch_reduce_sum
 from aicfc.runtime.registry import KernelSpec
@@ -39,7 +39,7 @@ def launch_cross_entropy(
     spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     logits, labels = ins
-    n, c = matrix_shape(spec, "logits", logits)
+    n, c = rows_shape(spec, "logits", logits)
     expect_numel(spec, n, labels=labels)
     expect_numel(spec, 1, loss=outs[0])
     blocks = cdiv(n, ROWS_PER_BLOCK)
@@ -60,7 +60,7 @@ def launch_cross_entropy_grad(
     spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     logits, labels, dloss = ins
-    n, c = matrix_shape(spec, "logits", logits)
+    n, c = rows_shape(spec, "logits", logits)
     expect_numel(spec, n, labels=labels)
     expect_numel(spec, 1, dloss=dloss)
     expect_numel(spec, n * c, dlogits=outs[0])
@@ -81,7 +81,7 @@ def launch_cross_entropy_with_grad(
     add too many partials, so a reduce_sum launch over dlogits follows instead.
     """
     logits, labels, dloss = ins
-    n, c = matrix_shape(spec, "logits", logits)
+    n, c = rows_shape(spec, "logits", logits)
     dbias = outs[2] if len(outs) > 2 else None
     expect_numel(spec, n, labels=labels)
     expect_numel(spec, 1, dloss=dloss, loss=outs[0])

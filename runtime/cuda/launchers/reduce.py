@@ -18,8 +18,8 @@ from aicfc.runtime.cuda.launchers.common import (
     act_code,
     cdiv,
     expect_numel,
-    matrix_shape,
     param,
+    rows_shape,
 )
 from aicfc.runtime.registry import KernelSpec
 from aicfc.runtime.registry_cuda import COMPOSITE_PRODUCTS, EPILOGUE_GRAD_KERNEL
@@ -31,7 +31,7 @@ def launch_epilogue_grad(
     """(dY [M, N], saved [M, N]) -> (dZ [M, N], dbias [N]): grid (N / 32), 32 x 32 threads."""
     dy, saved = ins
     dz, dbias = outs
-    m, n = matrix_shape(spec, "dY", dy)
+    m, n = rows_shape(spec, "dY", dy)
     expect_numel(spec, m * n, saved=saved, dZ=dz)
     expect_numel(spec, n, dbias=dbias)
     act = act_code(spec, str(param(params, "act", "relu")))

@@ -37,7 +37,7 @@ func.func @softmax_grad_axis(%dy: tensor<8x10xf32>, %y: tensor<8x10xf32>) {
 // -----
 
 func.func @cross_entropy_grad_labels(%x: tensor<8x10xf32>, %y: tensor<8xf32>, %dl: tensor<f32>) {
-  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.cross_entropy_grad: expected logits [N, C] and i32/i64 labels [N], got tensor<8x10xf32> and tensor<8xf32>
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.cross_entropy_grad: labels must be i32 or i64, got f32
   %dx = autodiff.cross_entropy_grad %x, %y, %dl : (tensor<8x10xf32>, tensor<8xf32>, tensor<f32>) -> tensor<8x10xf32>
   func.return
 }
@@ -45,7 +45,7 @@ func.func @cross_entropy_grad_labels(%x: tensor<8x10xf32>, %y: tensor<8xf32>, %d
 // -----
 
 func.func @cross_entropy_grad_label_shape(%x: tensor<8x10xf32>, %y: tensor<4xi32>, %dl: tensor<f32>) {
-  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.cross_entropy_grad: labels must have shape [8], got [4]
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.cross_entropy_grad: labels must have shape [8] (the leading dims of logits [8, 10]), got [4]
   %dx = autodiff.cross_entropy_grad %x, %y, %dl : (tensor<8x10xf32>, tensor<4xi32>, tensor<f32>) -> tensor<8x10xf32>
   func.return
 }
@@ -85,7 +85,7 @@ func.func @dropout_grad_p(%dy: tensor<8xf32>, %off: tensor<i64>) {
 // -----
 
 func.func @epilogue_grad_rank(%dy: tensor<8xf32>, %y: tensor<8xf32>) {
-  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.epilogue_grad: grad must be rank 2 [M, N], got [8]
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.epilogue_grad: grad must have rank >= 2 [..., M, N], got [8]
   %dz, %db = autodiff.epilogue_grad %dy, %y act = relu : (tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>)
   func.return
 }
@@ -205,7 +205,7 @@ func.func @mse_loss_grad_empty(%p: tensor<0x3xf32>, %d: tensor<f32>) {
 // -----
 
 func.func @cross_entropy_with_grad_labels(%x: tensor<8x10xf32>, %y: tensor<8xf32>, %dl: tensor<f32>) {
-  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.cross_entropy_with_grad: expected logits [N, C] and i32/i64 labels [N], got tensor<8x10xf32> and tensor<8xf32>
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.cross_entropy_with_grad: labels must be i32 or i64, got f32
   %l, %dx = autodiff.cross_entropy_with_grad %x, %y, %dl : (tensor<8x10xf32>, tensor<8xf32>, tensor<f32>) -> (tensor<f32>, tensor<8x10xf32>)
   func.return
 }
@@ -213,7 +213,7 @@ func.func @cross_entropy_with_grad_labels(%x: tensor<8x10xf32>, %y: tensor<8xf32
 // -----
 
 func.func @cross_entropy_with_grad_label_shape(%x: tensor<8x10xf32>, %y: tensor<4xi32>, %dl: tensor<f32>) {
-  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.cross_entropy_with_grad: labels must have shape [8], got [4]
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.cross_entropy_with_grad: labels must have shape [8] (the leading dims of logits [8, 10]), got [4]
   %l, %dx = autodiff.cross_entropy_with_grad %x, %y, %dl : (tensor<8x10xf32>, tensor<4xi32>, tensor<f32>) -> (tensor<f32>, tensor<8x10xf32>)
   func.return
 }
@@ -232,5 +232,61 @@ func.func @cross_entropy_with_grad_dloss(%x: tensor<8x10xf32>, %y: tensor<8xi32>
 func.func @cross_entropy_with_grad_empty(%x: tensor<0x10xf32>, %y: tensor<0xi32>, %dl: tensor<f32>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.cross_entropy_with_grad: logits must have at least one element (a mean over none is undefined), got [0, 10]
   %l, %dx = autodiff.cross_entropy_with_grad %x, %y, %dl : (tensor<0x10xf32>, tensor<0xi32>, tensor<f32>) -> (tensor<f32>, tensor<0x10xf32>)
+  func.return
+}
+
+// -----
+
+func.func @embedding_grad_shape(%dy: tensor<2x8x16xf32>, %ids: tensor<2x4xi32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.embedding_grad: grad must be [..., D] with the ids' shape [2, 4] in front, got [2, 8, 16]
+  %dw = autodiff.embedding_grad %dy, %ids num_embeddings = 65 : (tensor<2x8x16xf32>, tensor<2x4xi32>) -> tensor<65x16xf32>
+  func.return
+}
+
+// -----
+
+func.func @embedding_grad_rows(%dy: tensor<2x8x16xf32>, %ids: tensor<2x8xi32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.embedding_grad: num_embeddings must be positive, got 0
+  %dw = "autodiff.embedding_grad"(%dy, %ids) <{num_embeddings = 0 : i64}> : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<0x16xf32>
+  func.return
+}
+
+// -----
+
+func.func @layer_norm_grad_dy(%dy: tensor<4x16xf32>, %x: tensor<8x16xf32>, %m: tensor<8xf32>, %r: tensor<8xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.layer_norm_grad: grad tensor<4x16xf32> and input tensor<8x16xf32> must have one type
+  %dx = autodiff.layer_norm_grad %dy, %x, %m, %r : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x16xf32>)
+  func.return
+}
+
+// -----
+
+func.func @layer_norm_grad_stats(%dy: tensor<8x16xf32>, %x: tensor<8x16xf32>, %m: tensor<16xf32>, %r: tensor<8xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.layer_norm_grad: mean must be tensor<8xf32> (the leading dims of input tensor<8x16xf32>), got tensor<16xf32>
+  %dx = autodiff.layer_norm_grad %dy, %x, %m, %r : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<16xf32>, tensor<8xf32>) -> (tensor<8x16xf32>)
+  func.return
+}
+
+// -----
+
+func.func @layer_norm_grad_weight_result(%dy: tensor<8x16xf32>, %x: tensor<8x16xf32>, %m: tensor<8xf32>, %r: tensor<8xf32>, %w: tensor<16xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.layer_norm_grad: the grad_weight result is present exactly when the weight operand is
+  %dx = autodiff.layer_norm_grad %dy, %x, %m, %r weight %w : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8xf32>, tensor<8xf32>, tensor<16xf32>) -> (tensor<8x16xf32>)
+  func.return
+}
+
+// -----
+
+func.func @attention_grad_out(%q: tensor<1x2x8x4xf32>, %o: tensor<1x2x8x2xf32>, %l: tensor<1x2x8xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.scaled_dot_product_attention_grad: out must have q's type tensor<1x2x8x4xf32>, got tensor<1x2x8x2xf32>
+  %dq, %dk, %dv = autodiff.scaled_dot_product_attention_grad %q, %q, %q, %q, %o, %l causal scale = 0.5 : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x2xf32>, tensor<1x2x8xf32>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>)
+  func.return
+}
+
+// -----
+
+func.func @attention_grad_lse(%q: tensor<1x2x8x4xf32>, %l: tensor<1x2x4xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.scaled_dot_product_attention_grad: lse must be tensor<1x2x8xf32>, got tensor<1x2x4xf32>
+  %dq, %dk, %dv = autodiff.scaled_dot_product_attention_grad %q, %q, %q, %q, %q, %l causal scale = 0.5 : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x4xf32>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>)
   func.return
 }

@@ -136,3 +136,51 @@ func.func @sgd_step(%p: tensor<16x8xf32>, %g: tensor<16x8xf32>, %buf: tensor<16x
   func.return
 // CHECK-NEXT: }
 }
+
+// CHECK-LABEL: func.func @transformer_grads
+// CHECK-SAME: (%dy: tensor<2x8x16xf32>, %ids: tensor<2x8xi32>, %x: tensor<2x8x16xf32>, %m: tensor<2x8xf32>, %r: tensor<2x8xf32>, %w: tensor<16xf32>) {
+func.func @transformer_grads(%dy: tensor<2x8x16xf32>, %ids: tensor<2x8xi32>, %x: tensor<2x8x16xf32>, %m: tensor<2x8xf32>, %r: tensor<2x8xf32>, %w: tensor<16xf32>) {
+  // CHECK-NEXT: %dw = autodiff.embedding_grad %dy, %ids num_embeddings = 65 : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<65x16xf32>
+  // GENERIC: %dw = "autodiff.embedding_grad"(%dy, %ids) <{num_embeddings = 65 : i64}> : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<65x16xf32>
+  %dw = autodiff.embedding_grad %dy, %ids num_embeddings = 65 : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<65x16xf32>
+  // CHECK-NEXT: %dx, %dlw, %dlb = autodiff.layer_norm_grad %dy, %x, %m, %r weight %w : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+  // GENERIC: %dx, %dlw, %dlb = "autodiff.layer_norm_grad"(%dy, %x, %m, %r, %w) <{resultSegmentSizes = array<i32: 1, 1, 1>}> : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+  %dx, %dlw, %dlb = autodiff.layer_norm_grad %dy, %x, %m, %r weight %w : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+  // CHECK-NEXT: %dx1, %dlw1 = autodiff.layer_norm_grad %dy, %x, %m, %r weight %w : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>)
+  %dx1, %dlw1 = autodiff.layer_norm_grad %dy, %x, %m, %r weight %w : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>)
+  // CHECK-NEXT: %dx2 = autodiff.layer_norm_grad %dy, %x, %m, %r : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>) -> (tensor<2x8x16xf32>)
+  // GENERIC: %dx2 = "autodiff.layer_norm_grad"(%dy, %x, %m, %r) <{resultSegmentSizes = array<i32: 1, 0, 0>}> : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8x16xf32>
+  %dx2 = autodiff.layer_norm_grad %dy, %x, %m, %r : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>) -> (tensor<2x8x16xf32>)
+  // CHECK-NEXT: %dz, %db = autodiff.epilogue_grad %dy, %x act = relu : (tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>)
+  %dz, %db = autodiff.epilogue_grad %dy, %x act = relu : (tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>)
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @attention_grad
+// CHECK-SAME: (%do: tensor<1x2x8x16xf32>, %q: tensor<1x2x8x16xf32>, %k: tensor<1x2x6x16xf32>, %o: tensor<1x2x8x16xf32>, %lse: tensor<1x2x8xf32>, %off: tensor<i64>) {
+func.func @attention_grad(%do: tensor<1x2x8x16xf32>, %q: tensor<1x2x8x16xf32>, %k: tensor<1x2x6x16xf32>, %o: tensor<1x2x8x16xf32>, %lse: tensor<1x2x8xf32>, %off: tensor<i64>) {
+  // CHECK-NEXT: %dq, %dk, %dv = autodiff.scaled_dot_product_attention_grad %do, %q, %k, %k, %o, %lse causal scale = 2.500000e-01 : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8xf32>) -> (tensor<1x2x8x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x6x16xf32>)
+  // GENERIC: %dq, %dk, %dv = "autodiff.scaled_dot_product_attention_grad"(%do, %q, %k, %k, %o, %lse) <{causal, scale = 2.500000e-01 : f64}> : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8xf32>) -> (tensor<1x2x8x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x6x16xf32>)
+  %dq, %dk, %dv = autodiff.scaled_dot_product_attention_grad %do, %q, %k, %k, %o, %lse causal scale = 0.25 : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8xf32>) -> (tensor<1x2x8x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x6x16xf32>)
+  // CHECK-NEXT: %dq2, %dk2, %dv2 = autodiff.scaled_dot_product_attention_grad %do, %q, %k, %k, %o, %lse offset %off scale = 2.500000e-01 dropout_p = 2.000000e-01 seed = 5 : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8xf32>, tensor<i64>) -> (tensor<1x2x8x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x6x16xf32>)
+  // GENERIC: %dq2, %dk2, %dv2 = "autodiff.scaled_dot_product_attention_grad"(%do, %q, %k, %k, %o, %lse, %off) <{scale = 2.500000e-01 : f64, dropout_p = 2.000000e-01 : f64, seed = 5 : i64}> : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8xf32>, tensor<i64>) -> (tensor<1x2x8x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x6x16xf32>)
+  %dq2, %dk2, %dv2 = autodiff.scaled_dot_product_attention_grad %do, %q, %k, %k, %o, %lse offset %off scale = 0.25 dropout_p = 0.2 seed = 5 : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8xf32>, tensor<i64>) -> (tensor<1x2x8x16xf32>, tensor<1x2x6x16xf32>, tensor<1x2x6x16xf32>)
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @class_loss_grads
+// CHECK-SAME: (%x: tensor<2x8x65xf32>, %y: tensor<2x8xi32>, %dl: tensor<f32>) {
+func.func @class_loss_grads(%x: tensor<2x8x65xf32>, %y: tensor<2x8xi32>, %dl: tensor<f32>) {
+  // CHECK-NEXT: %dx = autodiff.cross_entropy_grad %x, %y, %dl : (tensor<2x8x65xf32>, tensor<2x8xi32>, tensor<f32>) -> tensor<2x8x65xf32>
+  %dx = autodiff.cross_entropy_grad %x, %y, %dl : (tensor<2x8x65xf32>, tensor<2x8xi32>, tensor<f32>) -> tensor<2x8x65xf32>
+  // CHECK-NEXT: %l, %g, %gb = autodiff.cross_entropy_with_grad %x, %y, %dl : (tensor<2x8x65xf32>, tensor<2x8xi32>, tensor<f32>) -> (tensor<f32>, tensor<2x8x65xf32>, tensor<65xf32>)
+  %l, %g, %gb = autodiff.cross_entropy_with_grad %x, %y, %dl : (tensor<2x8x65xf32>, tensor<2x8xi32>, tensor<f32>) -> (tensor<f32>, tensor<2x8x65xf32>, tensor<65xf32>)
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+

@@ -162,3 +162,40 @@ func.func @broadcast_add_relu_fuses(%x: tensor<6x4xf32>, %w: tensor<5x4xf32>, %b
   %r = graph.relu %y : tensor<6x5xf32>
   func.return %r : tensor<6x5xf32>
 }
+
+// A product by a splat constant is a scale (attention's 1/sqrt(d), a VJP's -1), either order.
+// CHECK-LABEL: func.func @mul_by_splat_is_scale
+// CHECK-NEXT:    %[[A:.*]] = graph.scale %x factor = 1.250000e-01 : tensor<2x4x8x8xf32>
+// CHECK-NEXT:    %[[B:.*]] = graph.scale %x factor = -1.000000e+00 : tensor<2x4x8x8xf32>
+// CHECK-NEXT:    func.return %[[A]], %[[B]]
+func.func @mul_by_splat_is_scale(%x: tensor<2x4x8x8xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) {
+  %c = graph.constant dense<0.125> : tensor<2x4x8x8xf32>
+  %a = graph.mul %x, %c : tensor<2x4x8x8xf32>
+  %m = graph.constant dense<-1.0> : tensor<2x4x8x8xf32>
+  %b = graph.mul %m, %x : tensor<2x4x8x8xf32>
+  func.return %a, %b : tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>
+}
+
+// CHECK-LABEL: func.func @dont_scale_by_a_non_splat_constant
+// CHECK:         graph.mul
+func.func @dont_scale_by_a_non_splat_constant(%x: tensor<2xf32>) -> tensor<2xf32> {
+  %c = graph.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %y = graph.mul %x, %c : tensor<2xf32>
+  func.return %y : tensor<2xf32>
+}
+
+// graph.scale takes floats: an integer product stays.
+// CHECK-LABEL: func.func @dont_scale_integers
+// CHECK:         graph.mul
+func.func @dont_scale_integers(%x: tensor<3xi32>) -> tensor<3xi32> {
+  %c = graph.constant dense<2> : tensor<3xi32>
+  %y = graph.mul %x, %c : tensor<3xi32>
+  func.return %y : tensor<3xi32>
+}
+
+// CHECK-LABEL: func.func @scale_by_one
+// CHECK-NEXT:    func.return %x
+func.func @scale_by_one(%x: tensor<3xf32>) -> tensor<3xf32> {
+  %y = graph.scale %x factor = 1.0 : tensor<3xf32>
+  func.return %y : tensor<3xf32>
+}

@@ -22,7 +22,7 @@ func.func @constant_result_type() {
 // -----
 
 func.func @matmul_rank(%a: tensor<4xf32>, %b: tensor<4x3xf32>) {
-  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.matmul: operands must be rank 2, got lhs [4] and rhs [4, 3]
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.matmul: operands must have rank >= 2 ([..., M, K] and [..., K, N]), got lhs [4] and rhs [4, 3]
   %c = graph.matmul %a, %b : (tensor<4xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
   func.return
 }
@@ -165,9 +165,9 @@ func.func @reduce_sum_repeated_axes(%x: tensor<8x10xf32>) {
 
 // -----
 
-func.func @cross_entropy_logits_rank(%x: tensor<8x10x2xf32>, %y: tensor<8xi32>) {
-  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.cross_entropy: logits must be rank 2 [N, C], got [8, 10, 2]
-  %l = graph.cross_entropy %x, %y : (tensor<8x10x2xf32>, tensor<8xi32>) -> tensor<f32>
+func.func @cross_entropy_logits_rank(%x: tensor<f32>, %y: tensor<i32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.cross_entropy: logits must have rank >= 1 ([..., C]), got []
+  %l = graph.cross_entropy %x, %y : (tensor<f32>, tensor<i32>) -> tensor<f32>
   func.return
 }
 
@@ -182,7 +182,7 @@ func.func @cross_entropy_label_dtype(%x: tensor<8x10xf32>, %y: tensor<8xf32>) {
 // -----
 
 func.func @cross_entropy_label_shape(%x: tensor<8x10xf32>, %y: tensor<10xi32>) {
-  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.cross_entropy: labels must have shape [8] (N of logits [8, 10]), got [10]
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.cross_entropy: labels must have shape [8] (the leading dims of logits [8, 10]), got [10]
   %l = graph.cross_entropy %x, %y : (tensor<8x10xf32>, tensor<10xi32>) -> tensor<f32>
   func.return
 }
@@ -200,5 +200,189 @@ func.func @reduce_sum_bool(%x: tensor<4xi1>) {
 func.func @cross_entropy_empty_batch(%x: tensor<0x10xf32>, %y: tensor<0xi32>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.cross_entropy: logits must have at least one element (a mean over none is undefined), got [0, 10]
   %l = graph.cross_entropy %x, %y : (tensor<0x10xf32>, tensor<0xi32>) -> tensor<f32>
+  func.return
+}
+
+// -----
+
+func.func @matmul_batch_broadcast(%a: tensor<2x4x3xf32>, %b: tensor<3x3x5xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.matmul: batch dims [2] of lhs and [3] of rhs do not broadcast: dim 0 of the batch is 2 and 3
+  %c = "graph.matmul"(%a, %b) : (tensor<2x4x3xf32>, tensor<3x3x5xf32>) -> tensor<2x4x5xf32>
+  func.return
+}
+
+// -----
+
+func.func @gemm_epilogue_batched_rhs(%x: tensor<2x8x4xf32>, %w: tensor<2x4x16xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.gemm_epilogue: rhs must be a matrix [K, N] or [N, K] (a layer's weight), got [2, 4, 16]
+  %y = graph.gemm_epilogue %x, %w : (tensor<2x8x4xf32>, tensor<2x4x16xf32>) -> tensor<2x8x16xf32>
+  func.return
+}
+
+// -----
+
+func.func @gemm_epilogue_transpose_a_batched(%x: tensor<2x4x8xf32>, %w: tensor<4x16xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.gemm_epilogue: transpose_a needs a rank-2 lhs (the leading dims of [2, 4, 8] fold into M only untransposed)
+  %y = graph.gemm_epilogue %x, %w transpose_a : (tensor<2x4x8xf32>, tensor<4x16xf32>) -> tensor<2x8x16xf32>
+  func.return
+}
+
+// -----
+
+func.func @scale_factor_inf(%x: tensor<8xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.scale: factor must be finite, got inf
+  %y = graph.scale %x factor = 0x7FF0000000000000 : tensor<8xf32>
+  func.return
+}
+
+// -----
+
+func.func @split_sizes(%x: tensor<2x12xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.split: sizes [4, 4] must be non-negative and add up to 12 (dim 1 of [2, 12])
+  %a, %b = graph.split %x axis = 1 sizes = [4, 4] : tensor<2x12xf32> -> (tensor<2x4xf32>, tensor<2x4xf32>)
+  func.return
+}
+
+// -----
+
+func.func @split_results(%x: tensor<2x12xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.split: 2 sizes but 1 results
+  %a = "graph.split"(%x) <{axis = 1 : i64, sizes = array<i64: 4, 8>}> : (tensor<2x12xf32>) -> tensor<2x4xf32>
+  func.return
+}
+
+// -----
+
+func.func @concat_empty() {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.concat: needs at least one input
+  %y = "graph.concat"() <{axis = 0 : i64}> : () -> tensor<2xf32>
+  func.return
+}
+
+// -----
+
+func.func @concat_dims(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.concat: input #1 [4, 5] must match input #0 [2, 3] in every dim but 1
+  %y = graph.concat %a, %b axis = 1 : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x8xf32>
+  func.return
+}
+
+// -----
+
+func.func @embedding_ids_float(%ids: tensor<2x8xf32>, %w: tensor<65x16xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.embedding: ids must be integer (i32 or i64), got f32
+  %e = graph.embedding %ids, %w : (tensor<2x8xf32>, tensor<65x16xf32>) -> tensor<2x8x16xf32>
+  func.return
+}
+
+// -----
+
+func.func @embedding_table_rank(%ids: tensor<2x8xi32>, %w: tensor<65xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.embedding: weight must be a table [V, D], got [65]
+  %e = "graph.embedding"(%ids, %w) : (tensor<2x8xi32>, tensor<65xf32>) -> tensor<2x8x65xf32>
+  func.return
+}
+
+// -----
+
+func.func @layer_norm_empty(%x: tensor<8x0xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.layer_norm: input must have a non-empty last dim to normalise over, got [8, 0]
+  %y, %m, %r = graph.layer_norm %x eps = 1.0e-05 : tensor<8x0xf32> -> (tensor<8x0xf32>, tensor<8xf32>, tensor<8xf32>)
+  func.return
+}
+
+// -----
+
+func.func @layer_norm_bias_without_weight(%x: tensor<8x16xf32>, %b: tensor<16xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.layer_norm: a bias needs a weight (torch.nn.LayerNorm has no bias-only form; pass a weight of ones)
+  %y, %m, %r = "graph.layer_norm"(%x, %b) <{eps = 1.0e-05 : f64, operandSegmentSizes = array<i32: 1, 0, 1>}> : (tensor<8x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8xf32>, tensor<8xf32>)
+  func.return
+}
+
+// -----
+
+func.func @layer_norm_weight_shape(%x: tensor<8x16xf32>, %w: tensor<8xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.layer_norm: weight must have shape [16] (the last dim of input [8, 16]), got [8]
+  %y, %m, %r = graph.layer_norm %x weight %w eps = 1.0e-05 : tensor<8x16xf32>, tensor<8xf32> -> (tensor<8x16xf32>, tensor<8xf32>, tensor<8xf32>)
+  func.return
+}
+
+// -----
+
+func.func @layer_norm_eps(%x: tensor<8x16xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.layer_norm: eps must be finite and >= 0, got -1.0
+  %y, %m, %r = graph.layer_norm %x eps = -1.0 : tensor<8x16xf32> -> (tensor<8x16xf32>, tensor<8xf32>, tensor<8xf32>)
+  func.return
+}
+
+// -----
+
+func.func @add_layer_norm_residual(%x: tensor<8x16xf32>, %r: tensor<4x16xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.add_layer_norm: residual tensor<4x16xf32> and input tensor<8x16xf32> must have one type
+  %s, %y, %m, %rs = graph.add_layer_norm %x, %r eps = 1.0e-05 : tensor<8x16xf32>, tensor<4x16xf32> -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8xf32>, tensor<8xf32>)
+  func.return
+}
+
+// -----
+
+func.func @causal_mask_rank(%x: tensor<8xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.causal_mask: input must have rank >= 2 ([..., T, S]), got [8]
+  %y = graph.causal_mask %x : tensor<8xf32>
+  func.return
+}
+
+// -----
+
+func.func @causal_mask_nan(%x: tensor<8x8xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.causal_mask: fill must not be nan
+  %y = graph.causal_mask %x fill = 0x7FF8000000000000 : tensor<8x8xf32>
+  func.return
+}
+
+// -----
+
+func.func @attention_rank(%q: tensor<2x8x4xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.scaled_dot_product_attention: q, k and v must be rank 4 [B, H, T, d], got [2, 8, 4], [2, 8, 4] and [2, 8, 4]
+  %o, %l = "graph.scaled_dot_product_attention"(%q, %q, %q) <{scale = 0.5 : f64}> : (tensor<2x8x4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> (tensor<2x8x4xf32>, tensor<2x8xf32>)
+  func.return
+}
+
+// -----
+
+func.func @attention_kv(%q: tensor<1x2x8x4xf32>, %k: tensor<1x2x6x4xf32>, %v: tensor<1x2x6x8xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.scaled_dot_product_attention: k and v must be [B, H, S, d] = [1, 2, S, 4] (B, H and d of q [1, 2, 8, 4]), got k [1, 2, 6, 4] and v [1, 2, 6, 8]
+  %o, %l = graph.scaled_dot_product_attention %q, %k, %v scale = 0.5 : (tensor<1x2x8x4xf32>, tensor<1x2x6x4xf32>, tensor<1x2x6x8xf32>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8xf32>)
+  func.return
+}
+
+// -----
+
+func.func @attention_dropout_p(%q: tensor<1x2x8x4xf32>, %off: tensor<i64>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.scaled_dot_product_attention: dropout_p must be in [0, 1), got 1.0
+  %o, %l = graph.scaled_dot_product_attention %q, %q, %q offset %off scale = 0.5 dropout_p = 1.0 seed = 1 : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<i64>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8xf32>)
+  func.return
+}
+
+// -----
+
+func.func @attention_offset_without_dropout(%q: tensor<1x2x8x4xf32>, %off: tensor<i64>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.scaled_dot_product_attention: the offset operand is needed exactly when dropout_p > 0 (dropout_p = 0.0)
+  %o, %l = graph.scaled_dot_product_attention %q, %q, %q offset %off scale = 0.5 : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<i64>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8xf32>)
+  func.return
+}
+
+// -----
+
+func.func @attention_seed_without_dropout(%q: tensor<1x2x8x4xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.scaled_dot_product_attention: a seed without dropout_p has no effect
+  %o, %l = graph.scaled_dot_product_attention %q, %q, %q scale = 0.5 seed = 3 : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8xf32>)
+  func.return
+}
+
+// -----
+
+func.func @attention_scale(%q: tensor<1x2x8x4xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.scaled_dot_product_attention: scale must be finite, got inf
+  %o, %l = graph.scaled_dot_product_attention %q, %q, %q causal scale = 0x7FF0000000000000 : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8xf32>)
   func.return
 }

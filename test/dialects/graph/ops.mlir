@@ -146,3 +146,116 @@ func.func @losses(%x: tensor<8x10xf32>, %y: tensor<8xi32>, %y64: tensor<8xi64>, 
   func.return %0, %1, %2 : tensor<f32>, tensor<f32>, tensor<f32>
 // CHECK-NEXT: }
 }
+
+// CHECK-LABEL: func.func @batched_matmul
+// CHECK-SAME: (%x: tensor<2x8x16xf32>, %w: tensor<32x16xf32>, %q: tensor<2x4x8x16xf32>, %k: tensor<2x4x6x16xf32>, %p: tensor<2x4x8x6xf32>, %h: tensor<4x6x16xf32>, %b: tensor<32xf32>) {
+func.func @batched_matmul(%x: tensor<2x8x16xf32>, %w: tensor<32x16xf32>, %q: tensor<2x4x8x16xf32>, %k: tensor<2x4x6x16xf32>, %p: tensor<2x4x8x6xf32>, %h: tensor<4x6x16xf32>, %b: tensor<32xf32>) {
+  // CHECK-NEXT: %lin = graph.matmul %x, %w transpose_b : (tensor<2x8x16xf32>, tensor<32x16xf32>) -> tensor<2x8x32xf32>
+  %lin = graph.matmul %x, %w transpose_b : (tensor<2x8x16xf32>, tensor<32x16xf32>) -> tensor<2x8x32xf32>
+  // CHECK-NEXT: %s = graph.matmul %q, %k transpose_b : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>) -> tensor<2x4x8x6xf32>
+  // GENERIC: %s = "graph.matmul"(%q, %k) <{transpose_b}> : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>) -> tensor<2x4x8x6xf32>
+  %s = graph.matmul %q, %k transpose_b : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>) -> tensor<2x4x8x6xf32>
+  // CHECK-NEXT: %o = graph.matmul %p, %h : (tensor<2x4x8x6xf32>, tensor<4x6x16xf32>) -> tensor<2x4x8x16xf32>
+  %o = graph.matmul %p, %h : (tensor<2x4x8x6xf32>, tensor<4x6x16xf32>) -> tensor<2x4x8x16xf32>
+  // CHECK-NEXT: %y = graph.gemm_epilogue %x, %w bias %b act = gelu transpose_b : (tensor<2x8x16xf32>, tensor<32x16xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+  %y = graph.gemm_epilogue %x, %w bias %b act = gelu transpose_b : (tensor<2x8x16xf32>, tensor<32x16xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+  // CHECK-NEXT: %z = graph.bias_add %lin, %b : (tensor<2x8x32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+  %z = graph.bias_add %lin, %b : (tensor<2x8x32xf32>, tensor<32xf32>) -> tensor<2x8x32xf32>
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @transformer_layout
+// CHECK-SAME: (%qkv: tensor<2x8x48xf32>, %x: tensor<2x8x16xf32>, %i: tensor<2x8xi32>) {
+func.func @transformer_layout(%qkv: tensor<2x8x48xf32>, %x: tensor<2x8x16xf32>, %i: tensor<2x8xi32>) {
+  // CHECK-NEXT: %q, %k, %v = graph.split %qkv axis = 2 sizes = [16, 16, 16] : tensor<2x8x48xf32> -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+  // GENERIC: %q, %k, %v = "graph.split"(%qkv) <{axis = 2 : i64, sizes = array<i64: 16, 16, 16>}> : (tensor<2x8x48xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+  %q, %k, %v = graph.split %qkv axis = 2 sizes = [16, 16, 16] : tensor<2x8x48xf32> -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+  // CHECK-NEXT: %a, %b = graph.split %i axis = -1 sizes = [3, 5] : tensor<2x8xi32> -> (tensor<2x3xi32>, tensor<2x5xi32>)
+  %a, %b = graph.split %i axis = -1 sizes = [3, 5] : tensor<2x8xi32> -> (tensor<2x3xi32>, tensor<2x5xi32>)
+  // CHECK-NEXT: %c = graph.concat %q, %k, %v axis = 2 : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x48xf32>
+  // GENERIC: %c = "graph.concat"(%q, %k, %v) <{axis = 2 : i64}> : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x48xf32>
+  %c = graph.concat %q, %k, %v axis = 2 : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x48xf32>
+  // CHECK-NEXT: %one = graph.concat %x axis = 0 : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  %one = graph.concat %x axis = 0 : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK-NEXT: %heads = graph.reshape %q : tensor<2x8x16xf32> -> tensor<2x8x4x4xf32>
+  %heads = graph.reshape %q : tensor<2x8x16xf32> -> tensor<2x8x4x4xf32>
+  // CHECK-NEXT: %bhtd = graph.transpose %heads perm = [0, 2, 1, 3] : tensor<2x8x4x4xf32> -> tensor<2x4x8x4xf32>
+  %bhtd = graph.transpose %heads perm = [0, 2, 1, 3] : tensor<2x8x4x4xf32> -> tensor<2x4x8x4xf32>
+  // CHECK-NEXT: %sm = graph.softmax %bhtd axis = -1 : tensor<2x4x8x4xf32>
+  %sm = graph.softmax %bhtd axis = -1 : tensor<2x4x8x4xf32>
+  // CHECK-NEXT: %sc = graph.scale %x factor = 1.250000e-01 : tensor<2x8x16xf32>
+  // GENERIC: %sc = "graph.scale"(%x) <{factor = 1.250000e-01 : f64}> : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  %sc = graph.scale %x factor = 0.125 : tensor<2x8x16xf32>
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @embedding
+// CHECK-SAME: (%ids: tensor<2x8xi32>, %ids64: tensor<8xi64>, %wte: tensor<65x16xf32>) {
+func.func @embedding(%ids: tensor<2x8xi32>, %ids64: tensor<8xi64>, %wte: tensor<65x16xf32>) {
+  // CHECK-NEXT: %e = graph.embedding %ids, %wte : (tensor<2x8xi32>, tensor<65x16xf32>) -> tensor<2x8x16xf32>
+  // GENERIC: %e = "graph.embedding"(%ids, %wte) : (tensor<2x8xi32>, tensor<65x16xf32>) -> tensor<2x8x16xf32>
+  %e = graph.embedding %ids, %wte : (tensor<2x8xi32>, tensor<65x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK-NEXT: %e64 = graph.embedding %ids64, %wte : (tensor<8xi64>, tensor<65x16xf32>) -> tensor<8x16xf32>
+  %e64 = graph.embedding %ids64, %wte : (tensor<8xi64>, tensor<65x16xf32>) -> tensor<8x16xf32>
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @layer_norm
+// CHECK-SAME: (%x: tensor<2x8x16xf32>, %r: tensor<2x8x16xf32>, %w: tensor<16xf32>, %b: tensor<16xf32>) {
+func.func @layer_norm(%x: tensor<2x8x16xf32>, %r: tensor<2x8x16xf32>, %w: tensor<16xf32>, %b: tensor<16xf32>) {
+  // CHECK-NEXT: %y, %m, %rs = graph.layer_norm %x weight %w bias %b eps = 1.000000e-05 : tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32> -> (tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>)
+  // GENERIC: %y, %m, %rs = "graph.layer_norm"(%x, %w, %b) <{eps = 1.000000e-05 : f64, operandSegmentSizes = array<i32: 1, 1, 1>}> : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>)
+  %y, %m, %rs = graph.layer_norm %x weight %w bias %b eps = 1.0e-05 : tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32> -> (tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>)
+  // CHECK-NEXT: %y1, %m1, %rs1 = graph.layer_norm %x weight %w eps = 1.000000e-06 : tensor<2x8x16xf32>, tensor<16xf32> -> (tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>)
+  %y1, %m1, %rs1 = graph.layer_norm %x weight %w eps = 1.0e-06 : tensor<2x8x16xf32>, tensor<16xf32> -> (tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>)
+  // CHECK-NEXT: %y2, %m2, %rs2 = graph.layer_norm %x eps = 0.000000e+00 : tensor<2x8x16xf32> -> (tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>)
+  // GENERIC: %y2, %m2, %rs2 = "graph.layer_norm"(%x) <{eps = 0.000000e+00 : f64, operandSegmentSizes = array<i32: 1, 0, 0>}> : (tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>)
+  %y2, %m2, %rs2 = graph.layer_norm %x eps = 0.0 : tensor<2x8x16xf32> -> (tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>)
+  // CHECK-NEXT: %s, %y3, %m3, %rs3 = graph.add_layer_norm %x, %r weight %w bias %b eps = 1.000000e-05 : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32> -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>)
+  // GENERIC: %s, %y3, %m3, %rs3 = "graph.add_layer_norm"(%x, %r, %w, %b) <{eps = 1.000000e-05 : f64, operandSegmentSizes = array<i32: 1, 1, 1, 1>}> : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>)
+  %s, %y3, %m3, %rs3 = graph.add_layer_norm %x, %r weight %w bias %b eps = 1.0e-05 : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32> -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>)
+  // CHECK-NEXT: %s4, %y4, %m4, %rs4 = graph.add_layer_norm %x, %r eps = 1.000000e-05 : tensor<2x8x16xf32>, tensor<2x8x16xf32> -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>)
+  %s4, %y4, %m4, %rs4 = graph.add_layer_norm %x, %r eps = 1.0e-05 : tensor<2x8x16xf32>, tensor<2x8x16xf32> -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>)
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @attention
+// CHECK-SAME: (%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x6x16xf32>, %s: tensor<2x4x8x6xf32>, %off: tensor<i64>) {
+func.func @attention(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x6x16xf32>, %s: tensor<2x4x8x6xf32>, %off: tensor<i64>) {
+  // CHECK-NEXT: %m = graph.causal_mask %s : tensor<2x4x8x6xf32>
+  // GENERIC: %m = "graph.causal_mask"(%s) : (tensor<2x4x8x6xf32>) -> tensor<2x4x8x6xf32>
+  %m = graph.causal_mask %s : tensor<2x4x8x6xf32>
+  // CHECK-NEXT: %m0 = graph.causal_mask %s fill = 0.000000e+00 : tensor<2x4x8x6xf32>
+  // GENERIC: %m0 = "graph.causal_mask"(%s) <{fill = 0.000000e+00 : f64}> : (tensor<2x4x8x6xf32>) -> tensor<2x4x8x6xf32>
+  %m0 = graph.causal_mask %s fill = 0.0 : tensor<2x4x8x6xf32>
+  // CHECK-NEXT: %o, %lse = graph.scaled_dot_product_attention %q, %k, %k causal scale = 2.500000e-01 : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  // GENERIC: %o, %lse = "graph.scaled_dot_product_attention"(%q, %k, %k) <{causal, scale = 2.500000e-01 : f64}> : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  %o, %lse = graph.scaled_dot_product_attention %q, %k, %k causal scale = 0.25 : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  // CHECK-NEXT: %o2, %lse2 = graph.scaled_dot_product_attention %q, %k, %k scale = 1.000000e-01 : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  %o2, %lse2 = graph.scaled_dot_product_attention %q, %k, %k scale = 0.1 : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  // CHECK-NEXT: %o3, %lse3 = graph.scaled_dot_product_attention %q, %k, %k offset %off causal scale = 2.500000e-01 dropout_p = 1.000000e-01 seed = 7 : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>, tensor<i64>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  // GENERIC: %o3, %lse3 = "graph.scaled_dot_product_attention"(%q, %k, %k, %off) <{causal, scale = 2.500000e-01 : f64, dropout_p = 1.000000e-01 : f64, seed = 7 : i64}> : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>, tensor<i64>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  %o3, %lse3 = graph.scaled_dot_product_attention %q, %k, %k offset %off causal scale = 0.25 dropout_p = 0.1 seed = 7 : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>, tensor<i64>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @class_losses
+// CHECK-SAME: (%x: tensor<2x8x65xf32>, %y: tensor<2x8xi32>) -> tensor<f32> {
+func.func @class_losses(%x: tensor<2x8x65xf32>, %y: tensor<2x8xi32>) -> tensor<f32> {
+  // CHECK-NEXT: %l = graph.cross_entropy %x, %y : (tensor<2x8x65xf32>, tensor<2x8xi32>) -> tensor<f32>
+  %l = graph.cross_entropy %x, %y : (tensor<2x8x65xf32>, tensor<2x8xi32>) -> tensor<f32>
+  // CHECK-NEXT: func.return %l : tensor<f32>
+  func.return %l : tensor<f32>
+// CHECK-NEXT: }
+}
+

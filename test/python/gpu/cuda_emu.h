@@ -136,6 +136,9 @@ T exchange(T v, int src) {
 }  // namespace emu
 
 inline void __syncthreads() { emu::current->block->arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) {
+  emu::current->warps[emu::linear_tid / 32]->arrive_and_wait();
+}
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 template <typename T>

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import itertools
 import re
 import sys
 import types
@@ -36,6 +37,8 @@ from aicfc.runtime.cuda.launchers.gemm import gemm_mnk
 from aicfc.runtime.cuda.launchers.optim import launch_adam_group
 from aicfc.runtime.cuda.launchers.reduce import reduce_view
 from aicfc.runtime.errors import BackendUnavailable
+from aicfc.runtime.registry_cuda import COMPOSITE_PRODUCTS, EPILOGUE_GRAD_KERNEL
+from aicfc.runtime.selector import gemm_dims
 
 
 @pytest.fixture(autouse=True)
@@ -98,11 +101,14 @@ class Ptr:
     ptr: int
 
 
+_ADDRESSES = itertools.count(0x7F0000000000, 1 << 20)
+
+
 @dataclass
 class FakeArray:
     shape: tuple[int, ...]
     dtype: np.dtype
-    data: Ptr = field(default_factory=lambda: Ptr(0x7F0000000000))
+    data: Ptr = field(default_factory=lambda: Ptr(next(_ADDRESSES)))
 
     @property
     def nbytes(self) -> int:
@@ -161,7 +167,43 @@ CASES: dict[str, tuple[list[Any], list[Any], dict[str, Any]]] = {
     "autodiff.dropout_grad": ([f(8, 6), i(dtype=np.int64)], [f(8, 6)], {"p": 0.1, "seed": 3}),
     "autodiff.sgd_step": ([f(6), f(6), f(6)], [f(6), f(6)], {"lr": 0.1, "momentum": 0.9}),
     "autodiff.adam_step": ([f(6), f(6), f(6), f(6), f()], [f(6), f(6), f(6), f()], {"lr": 0.1}),
+    "graph.layer_norm": ([f(2, 5, 48), f(48), f(48)], [f(2, 5, 48), f(2, 5), f(2, 5)], {}),
+    "graph.add_layer_norm": (
+        [f(2, 5, 48), f(2, 5, 48), f(48), f(48)],
+        [f(2, 5, 48), f(2, 5, 48), f(2, 5), f(2, 5)],
+        {"eps": 1e-5},
+    ),
+    "autodiff.layer_norm_grad": (
+        [f(2, 5, 48), f(2, 5, 48), f(2, 5), f(2, 5), f(48)],
+        [f(2, 5, 48), f(48), f(48)],
+        {},
+    ),
+    "graph.embedding": ([i(2, 5), f(65, 48)], [f(2, 5, 48)], {}),
+    "autodiff.embedding_grad": ([f(2, 5, 48), i(2, 5)], [f(65, 48)], {"num_embeddings": 65}),
+    "graph.scaled_dot_product_attention": (
+        [f(2, 3, 70, 64), f(2, 3, 70, 64), f(2, 3, 70, 64), i(dtype=np.int64)],
+        [f(2, 3, 70, 64), f(2, 3, 70)],
+        {"causal": True, "dropout_p": 0.1, "seed": 3},
+    ),
+    "autodiff.scaled_dot_product_attention_grad": (
+        [f(2, 3, 70, 64)] * 5 + [f(2, 3, 70), i(dtype=np.int64)],
+        [f(2, 3, 70, 64)] * 3,
+        {"causal": True, "dropout_p": 0.1, "seed": 3},
+    ),
+    "graph.split": ([f(2, 5, 144)], [f(2, 5, 48)] * 3, {"axis": 2, "sizes": (48, 48, 48)}),
+    "graph.concat": ([f(2, 5, 48)] * 3, [f(2, 5, 144)], {"axis": -1}),
+    "graph.scale": ([f(8, 6)], [f(8, 6)], {"factor": 0.125}),
+    "graph.causal_mask": ([f(2, 8, 6)], [f(2, 8, 6)], {}),
 }
+LAUNCHES = {
+    "autodiff.layer_norm_grad": 2,
+    "autodiff.embedding_grad": 2,
+    "autodiff.scaled_dot_product_attention_grad": 2,
+    "graph.split": 3,
+    "graph.concat": 3,
+}
+"""Ops whose launcher binds more than one launch (the registry's auxiliary kernels, or a
+strided copy per part)."""
 UNARY = tuple(a.op for a in ACTIVATION_FACTS)
 """Every activation's forward op (the activation table's rows)."""
 BINARY = ("graph.add", "graph.sub", "graph.mul", *(a.grad_op for a in ACTIVATION_FACTS))
@@ -176,12 +218,30 @@ def case(spec: registry.KernelSpec) -> tuple[list[Any], list[Any], dict[str, Any
     if spec.op in BINARY:
         return [FakeArray((8, 6), dt)] * 2, [FakeArray((8, 6), dt)], {}
     ins, outs, params = CASES[spec.op]
+    labels = np.int64 if spec.name.endswith("i64") else np.int32
     if spec.op in (
         "graph.cross_entropy",
         "autodiff.cross_entropy_grad",
         "autodiff.cross_entropy_with_grad",
     ):
-        ins = [ins[0], i(8, dtype=np.int64 if spec.name.endswith("i64") else np.int32), *ins[2:]]
+        ins = [ins[0], i(8, dtype=labels), *ins[2:]]
+        if spec.source == "cross_entropy.cu":  # a language model's head: V >= 33
+            ins, outs = [f(8, 65), ins[1], ins[2]], [f(), f(8, 65)]
+    if spec.op == "graph.embedding":
+        ins = [i(2, 5, dtype=labels), ins[1]]
+    if spec.op == "autodiff.embedding_grad":
+        ins = [ins[0], i(2, 5, dtype=labels)]
+    if spec.op.endswith("scaled_dot_product_attention_grad") and "rows" in spec.name:
+        ins = [f(2, 3, 70, 16)] * 5 + ins[5:]  # a head dim the tiled kernels do not take
+        outs = [f(2, 3, 70, 16)] * 3
+    elif spec.op.endswith("scaled_dot_product_attention") and "rows" in spec.name:
+        ins, outs = [f(2, 3, 70, 16)] * 3 + ins[3:], [f(2, 3, 70, 16), outs[1]]
+    elif spec.op.endswith("scaled_dot_product_attention_grad"):
+        d = int(spec.name.rsplit("_d", 1)[1])
+        ins, outs = [f(2, 3, 70, d)] * 5 + ins[5:], [f(2, 3, 70, d)] * 3
+    elif spec.op.endswith("scaled_dot_product_attention"):
+        d = int(spec.name.rsplit("_d", 1)[1])
+        ins, outs = [f(2, 3, 70, d)] * 3 + ins[3:], [f(2, 3, 70, d), outs[1]]
     if spec.transposes:
         ta, tb = spec.transposes[0]
         params = {**params, "transpose_a": ta, "transpose_b": tb}
@@ -191,24 +251,46 @@ def case(spec: registry.KernelSpec) -> tuple[list[Any], list[Any], dict[str, Any
     return ins, outs, params
 
 
-OWN_SOURCE = [k for k in registry.REGISTRY if k.family == "cuda" and "library" not in k.flags]
+OWN_SOURCE = [
+    k for k in registry.REGISTRY if k.family == "cuda" and not {"library", "auxiliary"} & k.flags
+]
 
 
 @pytest.mark.parametrize("spec", OWN_SOURCE, ids=lambda k: k.name)
 def test_each_launcher_gives_buffers_then_exactly_its_abi_scalars(spec):
-    """One launch of the entry's symbol; a "composite" entry runs its product kernel
-    first (its own launch, checked as that kernel's entry) and its symbol last."""
+    """Every launch (the entry's own, and any auxiliary kernel's of its family) passes
+    buffers, then exactly its kernel's ABI scalars in their C types. A "composite" entry
+    runs its product kernel (COMPOSITE_PRODUCTS), then the epilogue_grad kernel its
+    symbol names, each an entry of its own."""
     ins, outs, params = case(spec)
     launches = launches_for(spec, ins, outs, params, FakeCtx())
-    assert len(launches) == (2 if "composite" in spec.flags else 1)
-    la = launches[-1]
-    assert isinstance(la, cuda_abi.KernelLaunch) and la.function == f"<{spec.symbol}>"
-    scalars = la.args[len(la.args) - len(spec.abi) :]
-    c_types = [cuda_abi.C_SCALAR_TYPES[c] for _, c in spec.abi]
-    assert [type(s) for s in scalars] == c_types
-    buffers = la.args[: len(la.args) - len(spec.abi)]
-    assert all(isinstance(b, FakeArray) or b == np.uint64(0) for b in buffers)
-    assert all(g >= 1 for g in la.grid) and np.prod(la.block) <= 1024
+    if "composite" in spec.flags:
+        product, follow = COMPOSITE_PRODUCTS[spec.name], EPILOGUE_GRAD_KERNEL
+        assert [la.name for la in launches] == [product, follow]
+        assert registry.get(follow).symbol == spec.symbol
+    else:
+        assert len(launches) == LAUNCHES.get(spec.op, 1)
+        assert spec.name in [la.name for la in launches]
+    for la in launches:
+        kernel = registry.get(la.name)
+        if "composite" not in spec.flags:
+            assert kernel.source == spec.source
+            assert kernel is spec or "auxiliary" in kernel.flags
+        assert isinstance(la, cuda_abi.KernelLaunch) and la.function == f"<{kernel.symbol}>"
+        scalars = la.args[len(la.args) - len(kernel.abi) :]
+        c_types = [cuda_abi.C_SCALAR_TYPES[c] for _, c in kernel.abi]
+        assert [type(s) for s in scalars] == c_types
+        buffers = la.args[: len(la.args) - len(kernel.abi)]
+        assert all(isinstance(b, FakeArray) or b == np.uint64(0) for b in buffers)
+        assert all(g >= 1 for g in la.grid) and np.prod(la.block) <= 1024
+
+
+def test_auxiliary_kernels_are_never_candidates_but_each_is_bound_by_an_entry():
+    aux = [k for k in registry.REGISTRY if "auxiliary" in k.flags]
+    assert aux
+    for k in aux:
+        assert k.name not in {c.name for c in registry.candidates(k.op, "cuda")}
+        assert any(s.op == k.op and s.source == k.source for s in OWN_SOURCE), k.name
 
 
 CUDA_KERNELS = [k for k in registry.REGISTRY if k.family == "cuda"]
@@ -312,7 +394,24 @@ BAD_BUFFERS: dict[str, tuple[list[Any], list[Any], dict[str, Any], str]] = {
         {"transpose_b": True},
         r"bias is float32\[8\], 8 elements; the launch needs 6",
     ),
-    "cuda.matmul_f32_s64_nn": ([f(2, 8, 4), f(4, 6)], [f(8, 6)], {}, "A is .* expected a matrix"),
+    "cuda.matmul_f32_s64_nn": (
+        [f(2, 8, 4), f(2, 4, 6)],
+        [f(2, 8, 6)],
+        {},
+        r"operands \[2, 8, 4\] and \[2, 4, 6\] are a batch of 2 products; this kernel runs one",
+    ),
+    "cuda.matmul_batched_f32_tn": (
+        [f(2, 8, 4), f(2, 8, 6)],
+        [f(2, 8, 6)],
+        {"transpose_a": True},
+        r"Y is float32\[2, 8, 6\], 96 elements; the launch needs 48",
+    ),
+    "cuda.matmul_batched_f32_nn": (
+        [f(2, 3, 8, 4), f(3, 4, 6)],
+        [f(2, 3, 8, 6)],
+        {},
+        r"GEMM operands \[2, 3, 8, 4\] and \[3, 4, 6\] are not matrices or strided batches of them",
+    ),
     "cuda.epilogue_grad_f32": (
         [f(8, 6), f(8, 6)],
         [f(8, 6), f(8)],
@@ -390,6 +489,50 @@ def test_a_buffer_count_the_kernel_does_not_take_is_refused_naming_it():
         launch_adam_group(adam, [([f(6), f(6)], [f(6)])], {"lr": 0.1}, FakeCtx())
 
 
+def test_linear_on_rank_3_inputs_folds_the_leading_dims_into_one_product():
+    spec = registry.get("cuda.gemm_epilogue_f32_s64_nt")
+    (la,) = launches_for(
+        spec, [f(4, 33, 40), f(70, 40), f(70)], [f(4, 33, 70)], {"transpose_b": True}, FakeCtx()
+    )
+    assert isinstance(la, cuda_abi.KernelLaunch)
+    assert la.args[5:8] == (np.int32(132), np.int32(70), np.int32(40))  # M = 4 x 33
+    assert la.grid == (2, 3)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "ta", "tb", "dims"),
+    [
+        ((6, 5, 8, 4), (6, 5, 4, 3), False, False, (30, 8, 3, 4, 32, 12)),
+        ((6, 5, 4, 8), (6, 5, 3, 4), True, True, (30, 8, 3, 4, 32, 12)),
+        ((8, 4), (7, 4, 3), False, False, (7, 8, 3, 4, 0, 12)),  # A broadcast: stride 0
+        ((1, 5, 8, 4), (6, 5, 4, 3), False, False, None),  # part of A's batch dims broadcast
+        ((3, 8, 4), (8, 3), True, False, (3, 4, 3, 8, 32, 0)),  # transposed A cannot fold
+    ],
+)
+def test_batched_products_become_strided_batches(a, b, ta, tb, dims):
+    spec = registry.get(f"cuda.matmul_batched_f32_{'t' if ta else 'n'}{'t' if tb else 'n'}")
+    g = gemm_dims(a, b, ta, tb)
+    if dims is None:
+        assert g is None
+        return
+    batch, m, n, k, sa, sb = dims
+    assert (g.batch, g.m, g.n, g.k, g.stride_a, g.stride_b) == dims
+    out = f(batch * m * n)
+    (la,) = launches_for(
+        spec, [f(*a), f(*b)], [out], {"transpose_a": ta, "transpose_b": tb}, FakeCtx()
+    )
+    assert isinstance(la, cuda_abi.KernelLaunch)
+    assert la.grid == (-(-n // 64), -(-m // 64), batch)
+    assert la.args[5:] == (
+        np.int32(m),
+        np.int32(n),
+        np.int32(k),
+        np.int32(0),
+        np.int64(sa),
+        np.int64(sb),
+    )
+
+
 def test_gemm_operands_that_disagree_on_k_are_an_error():
     with pytest.raises(CudaKernelError, match=r"disagree on K"):
         gemm_mnk(f(8, 4), f(5, 6), False, False)
@@ -426,6 +569,28 @@ def test_adam_steps_with_equal_params_group_into_one_launch():
     assert la.grid == (-(-3000 // chunk) + 1,)
     table = ctx.last_table
     assert table.size == 2 * 10 + 2 * la.grid[0] and table[9] == 3000 and table[19] == 5
+
+
+def test_nanogpts_weight_decay_groups_lower_to_two_multi_tensor_adam_launches():
+    """AdamW(weight_decay_min_rank=2) on a GPT: the train step's updates are emitted group by
+    group, so the plan's Adam steps form two runs of equal params (matrices and tables
+    decayed by 0.1, then every bias and layer-norm weight with weight_decay 0)."""
+    from aicfc import optim
+    from aicfc.models.gpt import GPT, GPTConfig
+    from aicfc.runtime.plan import LaunchStep
+
+    gpt = GPT(GPTConfig(65, 16, 2, 4, 64, 0.0, True))
+    opt = optim.AdamW(lr=1e-3, weight_decay=0.1, weight_decay_min_rank=2)
+    (plan,) = [p for p in lowered_plans(gpt, "cross_entropy", opt, 3) if p.name == "train_step"]
+    steps = plan.steps
+    specs = [registry.get(s.kernel) if isinstance(s, LaunchStep) else None for s in steps]
+    params = [s.params if isinstance(s, LaunchStep) else {} for s in steps]
+    adam = registry.get("cuda.adam_step_multi_tensor_f32")
+    groups = [g for g in group_steps(specs, params) if specs[g.indices[0]] is adam]
+    decays = [float(params[g.indices[0]]["weight_decay"]) for g in groups]
+    sizes = [len(g.indices) for g in groups]
+    # 2 tables + 4 matrices per layer; 2 x 2 layer norms + 4 biases per layer, and ln_f's 2
+    assert (decays, sizes) == ([0.1, 0.0], [2 + 4 * 2, 8 * 2 + 2])
 
 
 def test_fused_loss_sums_the_bias_gradient_itself_only_while_that_is_cheap():
@@ -488,9 +653,11 @@ def test_a_missing_kernel_source_is_an_error_naming_it(failing_nvrtc):
 # --- every launch of lowered programs binds ---------------------------------------------
 
 
-def lowered_plans(model: Any, loss: str, optimizer: Any, batch: int) -> list[Any]:
+def lowered_plans(
+    model: Any, loss: str, optimizer: Any, batch: int, cublaslt: bool = False, tf32: bool = False
+) -> list[Any]:
     """The exec plans of `model`'s train step and predict, lowered for an sm_90 device
-    without cuBLASLt (library kernels are not bound here)."""
+    with or without cuBLASLt and TF32."""
     from aicfc.builder import build_module
     from aicfc.context import make_context
     from aicfc.dialects import exec as ex
@@ -498,7 +665,7 @@ def lowered_plans(model: Any, loss: str, optimizer: Any, batch: int) -> list[Any
     from aicfc.runtime.plan import ExecPlan
 
     module = build_module(model, loss, optimizer, batch)
-    cap = {"arch": 90, "tensor_core": True, "cublaslt": False, "tf32": False}
+    cap = {"arch": 90, "tensor_core": True, "cublaslt": cublaslt, "tf32": tf32}
     run_steps(make_context(), module, train_pipeline("cupy", True, cap))
     return [ExecPlan.from_program(op) for op in module.ops if isinstance(op, ex.ProgramOp)]
 
@@ -511,19 +678,29 @@ def models() -> list[tuple[str, Any, str, Any]]:
         nn.Linear(96, 10),
     )  # fmt: skip
     regression = nn.Sequential(nn.Linear(12, 40), nn.Tanh(), nn.Linear(40, 3))
+    from aicfc.models.gpt import GPT, GPTConfig
+
+    adamw = optim.AdamW(lr=1e-3, weight_decay=0.1)
     return [
-        ("mlp_cross_entropy_adam", mlp, "cross_entropy", optim.AdamW(lr=1e-3, weight_decay=0.1)),
+        ("mlp_cross_entropy_adam", mlp, "cross_entropy", adamw),
         ("tanh_mse_sgd", regression, "mse", optim.SGD(lr=0.1, momentum=0.9, nesterov=True)),
+        # the oracle GPT of issue 11 (head dim 16, dropout) and a gpt-tiny-shaped one
+        ("gpt_d16_dropout", GPT(GPTConfig(65, 16, 2, 4, 64, 0.1, True)), "cross_entropy", adamw),
+        ("gpt_d32", GPT(GPTConfig(65, 24, 1, 4, 128, 0.0, True)), "cross_entropy", adamw),
     ]
 
 
+@pytest.mark.parametrize("device", ["fp32", "tf32_cublaslt"])
 @pytest.mark.parametrize(("name", "model", "loss", "opt"), models(), ids=lambda v: str(v)[:40])
-def test_every_launch_of_a_lowered_program_binds(name, model, loss, opt):
-    """What the pipeline emits passes every launcher's buffer checks (as CupyExecutable binds
-    it: multi-tensor groups included), so the checks refuse only what does not fit."""
+def test_every_launch_of_a_lowered_program_binds(name, model, loss, opt, device):
+    """What the pipeline emits (the GPT's train step too: a kernel for every op, no
+    NoKernelError) passes every launcher's buffer checks (as CupyExecutable binds it:
+    multi-tensor groups included), so the checks refuse only what does not fit."""
     from aicfc.runtime.plan import LaunchStep
 
-    for plan in lowered_plans(model, loss, opt, batch=48):
+    fast = device == "tf32_cublaslt"
+    batch = 3 if name.startswith("gpt") else 48
+    for plan in lowered_plans(model, loss, opt, batch, cublaslt=fast, tf32=fast):
         arrays = [FakeArray(b.shape, b.dtype) for b in plan.buffers]
         steps = plan.steps
         specs = [registry.get(s.kernel) if isinstance(s, LaunchStep) else None for s in steps]
@@ -540,9 +717,9 @@ def test_every_launch_of_a_lowered_program_binds(name, model, loss, opt):
                 if isinstance(s, LaunchStep)
             ]
             if len(buffers) > 1:
-                launches = launch_adam_group(spec, buffers, first.params, FakeCtx())
+                launches = launch_adam_group(spec, buffers, first.params, CublasLtCtx())
             else:
-                launches = launches_for(spec, *buffers[0], first.params, FakeCtx())
+                launches = launches_for(spec, *buffers[0], first.params, CublasLtCtx())
             assert launches, spec.name
             bound += 1
         assert bound >= 3, f"{name}: @{plan.name} bound only {bound} launches"

@@ -230,3 +230,105 @@ def test_epilogue_grad_silu():
         dy.astype(np.float64), z.astype(np.float64), act="silu"
     )
     assert rel_err(dz.array, ref_dz) < TOL and rel_err(db.array, ref_db) < TOL
+
+
+# --- batched products (torch.matmul's batched form) -------------------------------------
+
+
+def swap_last(a: np.ndarray, t: bool) -> np.ndarray:
+    return np.swapaxes(a, -1, -2) if t else a
+
+
+@pytest.mark.parametrize("pair", list(PAIRS))
+@pytest.mark.parametrize(
+    ("a_batch", "b_batch", "m", "n", "k"),
+    [((2, 3), (2, 3), 70, 33, 20), ((), (5,), 9, 66, 7), ((4,), (), 17, 5, 65)],
+    ids=["both", "broadcast_a", "broadcast_b"],
+)
+def test_batched_gemm_matches_np_matmul(pair, a_batch, b_batch, m, n, k):
+    rng = np.random.default_rng(40 + m + n)
+    ta, tb = PAIRS[pair]
+    a = rng.standard_normal((*a_batch, m, k)).astype(np.float32)
+    b = rng.standard_normal((*b_batch, k, n)).astype(np.float32)
+    ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    y = EmuArray(np.full(ref.shape, np.nan, np.float32))
+    ins = [EmuArray(swap_last(a, ta)), EmuArray(swap_last(b, tb))]
+    if not ta and not b_batch and a_batch:  # folds into one product: the s64 tile runs it
+        run(f"cuda.matmul_f32_s64_{pair}", ins, [y], {"transpose_a": ta, "transpose_b": tb})
+        assert rel_err(y.array, ref) < TOL
+    y.array[...] = np.nan
+    run(f"cuda.matmul_batched_f32_{pair}", ins, [y], {"transpose_a": ta, "transpose_b": tb})
+    assert rel_err(y.array, ref) < TOL
+
+
+def test_batched_gemm_epilogue_shares_its_bias_and_keeps_z():
+    rng = np.random.default_rng(44)
+    a = rng.standard_normal((3, 20, 12)).astype(np.float32)
+    b = rng.standard_normal((3, 12, 30)).astype(np.float32)
+    bias = rng.standard_normal(30).astype(np.float32)
+    y, z = (EmuArray(np.full((3, 20, 30), np.nan, np.float32)) for _ in range(2))
+    ins = [EmuArray(a), EmuArray(b), EmuArray(bias)]
+    run("cuda.gemm_epilogue_batched_f32_nn", ins, [y, z], {"act": "gelu"})
+    ref_z = np.matmul(a.astype(np.float64), b) + bias
+    assert rel_err(z.array, ref_z) < TOL
+    assert rel_err(y.array, reference.gelu(ref_z)[0]) < TOL
+
+
+# --- the layout ops of the unfused attention path ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("shape", "axis", "sizes"), [((2, 5, 12), 2, (4, 4, 4)), ((6, 3), 0, (1, 5))]
+)
+def test_split_and_concat_are_torch_split_and_cat(shape, axis, sizes):
+    rng = np.random.default_rng(50 + axis)
+    x = rng.standard_normal(shape).astype(np.float32)
+    ref = np.split(x, np.cumsum(sizes)[:-1], axis=axis)
+    parts = [EmuArray(np.full(r.shape, np.nan, np.float32)) for r in ref]
+    run("cuda.split_b32", [EmuArray(x)], parts, {"axis": axis, "sizes": sizes})
+    for got, want in zip(parts, ref, strict=True):
+        assert got.array.tobytes() == want.tobytes()
+    back = EmuArray(np.full(shape, np.nan, np.float32))
+    run("cuda.concat_b32", [EmuArray(p.array) for p in parts], [back], {"axis": axis - len(shape)})
+    assert back.array.tobytes() == x.tobytes()
+
+
+def test_scale_and_causal_mask():
+    rng = np.random.default_rng(52)
+    x = rng.standard_normal((2, 3, 7, 9)).astype(np.float32)
+    y = EmuArray(np.full(x.shape, np.nan, np.float32))
+    run("cuda.scale_f32", [EmuArray(x)], [y], {"factor": 0.125})
+    assert y.array.tobytes() == (np.float32(0.125) * x).tobytes()
+    run("cuda.causal_mask_f32", [EmuArray(x)], [y], {})
+    keep = np.tril(np.ones((7, 9), bool))  # top-left aligned: j <= i kept
+    assert np.array_equal(y.array, np.where(keep, x, -np.inf))
+    run("cuda.causal_mask_f32", [EmuArray(x)], [y], {"fill": 0.0})
+    assert np.array_equal(y.array, np.where(keep, x, 0.0))
+
+
+@pytest.mark.parametrize(
+    ("shape", "perm", "rows"),
+    [
+        ((2, 5, 3, 8), (0, 2, 1, 3), True),
+        ((2, 3, 5, 8), (0, 2, 1, 3), True),
+        ((2, 5, 3, 6), (0, 2, 1, 3), False),
+    ],
+    ids=["split_heads", "merge_heads", "odd_rows"],
+)
+def test_transposes_that_move_whole_rows_copy_16_byte_words(shape, perm, rows):
+    rng = np.random.default_rng(60)
+    x = rng.standard_normal(shape).astype(np.float32)
+    want = np.ascontiguousarray(np.transpose(x, perm))
+    out = EmuArray(np.full(want.shape, np.nan, np.float32))
+    (launch,) = run("cuda.transpose_b32", [EmuArray(x)], [out], {"perm": perm})
+    assert launch.name == ("cuda.permute_rows_b32" if rows else "cuda.transpose_b32")
+    assert out.array.tobytes() == want.tobytes()
+
+
+def test_a_broadcast_of_whole_rows_copies_words():
+    rng = np.random.default_rng(61)
+    pos = rng.standard_normal((5, 8)).astype(np.float32)
+    out = EmuArray(np.full((3, 5, 8), np.nan, np.float32))
+    (launch,) = run("cuda.broadcast_to_b32", [EmuArray(pos)], [out], {"shape": (3, 5, 8)})
+    assert launch.name == "cuda.permute_rows_b32"
+    assert out.array.tobytes() == np.broadcast_to(pos, (3, 5, 8)).tobytes()

@@ -1,9 +1,10 @@
 """The transformer kernels on the CPU: layernorm.cu, embedding.cu, cross_entropy.cu, emulated.
 
-No registry entries or launchers exist for these kernels yet (issue 11 defines the
-ops), so each test calls the kernel through cuda_emu directly, with the grid, block
-and workspace of gpu/transformer_launch.py (each kernel's launch rule from its source
-header, meant to move into the launchers). Inputs are fresh random
+Each test runs the kernels behind the backend's real launchers (registry entry ->
+runtime/cuda/launchers/{layernorm,embedding,cross_entropy}.py: grid, block, workspace ->
+ABI conversion -> kernel), or, where a test needs other geometry than the launch rule
+(fewer multiprocessors, smaller chunks), the launchers' own functions with that knob
+or the kernel directly with the launchers' geometry helpers. Inputs are fresh random
 arrays from a seeded generator; outputs are poisoned with NaN; results are compared
 with float64 PyTorch (CPU) or NumPy formulas by norm-wise relative error (1e-5,
 strict fp32), backward kernels against torch.autograd in float64. Deterministic
@@ -19,9 +20,14 @@ import numpy as np
 import pytest
 import torch
 
+from aicfc.runtime import registry
+from aicfc.runtime.cuda import abi as cuda_abi
+from aicfc.runtime.cuda.launch import launches_for
+from aicfc.runtime.cuda.launchers import embedding as emb_launch
+from aicfc.runtime.cuda.launchers import layernorm as ln_launch
+from aicfc.runtime.cuda.launchers.common import cdiv
 from gpu import cuda_emu
-from gpu import transformer_launch as tl
-from gpu.cuda_emu import EmuArray, EmuFunction
+from gpu.cuda_emu import EmuArray, EmuContext, EmuFunction, NullStream
 from gpu.gpu_support import F32_TOL, rel_err
 
 REASON = cuda_emu.unavailable_reason()
@@ -31,13 +37,42 @@ TOL = F32_TOL
 SM_COUNT = 132
 
 
+@pytest.fixture(autouse=True)
+def emulated(monkeypatch):
+    monkeypatch.setattr(
+        cuda_abi, "get_function", lambda spec: EmuFunction(cuda_emu.build(spec.source), spec.symbol)
+    )
+
+
 def kernel(source: str, symbol: str) -> EmuFunction:
     return EmuFunction(cuda_emu.build(source), symbol)
 
 
-def arg(a: Any) -> Any:
-    """A kernel argument: an EmuArray, 0 for a null buffer, or a C-typed scalar."""
-    return 0 if a is None else a
+class Context(EmuContext):
+    """EmuContext with `sm_count` multiprocessors whose workspaces start as `fill` bytes
+    (not zeros: a kernel must write every entry it reads)."""
+
+    def __init__(self, sm_count: int = SM_COUNT, fill: int = 0) -> None:
+        super().__init__()
+        self.sm_count, self.fill = sm_count, fill
+
+    def workspace(self, nbytes: int) -> EmuArray:
+        ws = EmuArray(np.full(max(256, nbytes), self.fill, np.uint8))
+        self.keep.append(ws)
+        return ws
+
+
+def run_all(launches: list[Any], times: int = 1) -> None:
+    for _ in range(times):
+        for la in launches:
+            la(NullStream())
+
+
+def run(kernel_name: str, ins: list[Any], outs: list[Any], params: dict[str, Any], ctx=None):
+    """The registry entry's launches, run once; returns the context (its workspaces)."""
+    ctx = ctx or Context()
+    run_all(launches_for(registry.get(kernel_name), ins, outs, params, ctx))
+    return ctx
 
 
 def poison(*shape: int) -> EmuArray:
@@ -73,17 +108,18 @@ def t64(a: np.ndarray, grad: bool = False) -> torch.Tensor:
 def ln_forward(x, w, b, eps, r=None) -> tuple[np.ndarray, ...]:
     """(s if r is given, y, mean, rstd) from aicfc_[add_]layer_norm_f32."""
     n, d = x.shape
-    block, grid = tl.layer_norm_block(d), tl.layer_norm_grid(n, d)
     y, mean, rstd = poison(n, d), poison(n), poison(n)
-    ew, eb = (EmuArray(a) if a is not None else None for a in (w, b))
-    scalars = (np.int32(n), np.int32(d), np.float32(eps))
+    affine = [EmuArray(a) for a in (w, b) if a is not None]
     if r is None:
-        args = (EmuArray(x), arg(ew), arg(eb), y, mean, rstd, *scalars)
-        kernel("layernorm.cu", "aicfc_layer_norm_f32")(grid, block, args)
+        run("cuda.layer_norm_f32", [EmuArray(x), *affine], [y, mean, rstd], {"eps": eps})
         return y.array, mean.array, rstd.array
     s = poison(n, d)
-    args = (EmuArray(x), EmuArray(r), arg(ew), arg(eb), s, y, mean, rstd, *scalars)
-    kernel("layernorm.cu", "aicfc_add_layer_norm_f32")(grid, block, args)
+    run(
+        "cuda.add_layer_norm_f32",
+        [EmuArray(x), EmuArray(r), *affine],
+        [s, y, mean, rstd],
+        {"eps": eps},
+    )
     return s.array, y.array, mean.array, rstd.array
 
 
@@ -91,31 +127,25 @@ def ln_backward(dy, x, mean, rstd, w, dres=None, params=True, sm_count=SM_COUNT,
     """(dx, dw, db) from aicfc_layer_norm_grad_f32 and aicfc_layer_norm_param_grad_f32
     (dw, db None when `params` is false or w is None)."""
     n, d = dy.shape
-    block, (blocks,) = tl.layer_norm_block(d), tl.layer_norm_grad_grid(n, d, sm_count)
     dx = poison(n, d)
     want = params and w is not None
-    ws_floats = tl.layer_norm_grad_workspace(blocks, d) // 4
-    ws = EmuArray(np.full(ws_floats, ws_fill, np.float32)) if want else None
-    args = (
-        EmuArray(dy),
-        EmuArray(x),
-        EmuArray(mean),
-        EmuArray(rstd),
-        arg(EmuArray(w) if w is not None else None),
-        arg(EmuArray(dres) if dres is not None else None),
+    dw, db = (poison(d), poison(d)) if want else (None, None)
+    ctx = Context(sm_count, fill=ws_fill)
+    launches = ln_launch.layer_norm_grad_launches(
+        registry.get("cuda.layer_norm_grad_f32"),
+        *(EmuArray(a) for a in (dy, x, mean, rstd)),
+        EmuArray(w) if w is not None else None,
+        EmuArray(dres) if dres is not None else None,
         dx,
-        arg(ws),
-        np.int32(n),
-        np.int32(d),
+        dw,
+        db,
+        ctx,
     )
-    kernel("layernorm.cu", "aicfc_layer_norm_grad_f32")((blocks,), block, args)
+    assert len(launches) == (2 if want else 1)
+    run_all(launches)
     if not want:
         return dx.array, None, None
-    dw, db = poison(d), poison(d)
-    grid, pblock = tl.layer_norm_param_grad_grid(d)
-    kernel("layernorm.cu", "aicfc_layer_norm_param_grad_f32")(
-        grid, pblock, (dw, db, ws, np.int32(blocks), np.int32(d))
-    )
+    assert dw is not None and db is not None
     return dx.array, dw.array, db.array
 
 
@@ -209,7 +239,7 @@ def test_layer_norm_backward_adds_the_residual_gradient_and_is_bit_identical():
     _, mean, rstd = ln_forward(x, w, b, 1e-5)
     first = ln_backward(dy, x, mean, rstd, w, dres=dres, sm_count=2)
     # The workspace starts as garbage the second time: every partial is written first.
-    second = ln_backward(dy, x, mean, rstd, w, dres=dres, sm_count=2, ws_fill=7.0)
+    second = ln_backward(dy, x, mean, rstd, w, dres=dres, sm_count=2, ws_fill=0x47)
     for a, c in zip(first, second, strict=True):
         assert a.tobytes() == c.tobytes()
     y, _, _, (xs, wt, bt) = torch_layer_norm(x, w, b, 1e-5)
@@ -258,32 +288,26 @@ def test_layer_norm_backward_float64_finite_differences_of_the_forward():
 
 
 def embedding_forward(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    v, d = table.shape
-    n = ids.size
-    out = poison(n, d)
-    fn = kernel("embedding.cu", f"aicfc_embedding_f32_{label_suffix(ids)}")
-    fn(
-        tl.embedding_grid(n),
-        (256,),
-        (EmuArray(table), EmuArray(ids), out, *map(np.int32, (n, v, d))),
-    )
+    d = table.shape[1]
+    out = poison(ids.size, d)
+    run(f"cuda.embedding_f32_{label_suffix(ids)}", [EmuArray(ids), EmuArray(table)], [out], {})
     return out.array
 
 
-def embedding_backward(dout, ids, v, chunk=tl.EMBEDDING_CHUNK, split=None, ws_fill=0):
-    """dtable [V, D] from the two launches, in a workspace filled with `ws_fill` bytes."""
-    n, d = dout.shape
-    split = tl.embedding_split(v, d, SM_COUNT) if split is None else split
-    ws = EmuArray(np.full(tl.embedding_workspace(n, v, d, chunk), ws_fill, np.uint8))
-    lt = label_suffix(ids)
-    scalars = tuple(map(np.int32, (n, v, d, chunk)))
-    kernel("embedding.cu", f"aicfc_embedding_grad_chunks_f32_{lt}")(
-        tl.embedding_chunks_grid(n, d, chunk), (256,), (EmuArray(dout), EmuArray(ids), ws, *scalars)
-    )
+def embedding_backward(dout, ids, v, chunk=emb_launch.EMBEDDING_CHUNK, split=None, ws_fill=0):
+    """dtable [V, D] from the two launches, in a workspace filled with `ws_fill` bytes
+    (the registry entry's launcher when chunk and split are its defaults)."""
+    d = dout.shape[1]
     dtable = poison(v, d)
-    kernel("embedding.cu", "aicfc_embedding_grad_combine_f32")(
-        tl.embedding_combine_grid(v, d, split), (256,), (dtable, ws, *scalars, np.int32(split))
-    )
+    ctx = Context(fill=ws_fill)
+    spec = registry.get(f"cuda.embedding_grad_f32_{label_suffix(ids)}")
+    ins = [EmuArray(dout), EmuArray(ids)]
+    if chunk == emb_launch.EMBEDDING_CHUNK and split is None:
+        launches = launches_for(spec, ins, [dtable], {"num_embeddings": v}, ctx)
+    else:
+        launches = emb_launch.embedding_grad_launches(spec, *ins, dtable, ctx, chunk, split)
+    assert len(launches) == 2
+    run_all(launches)
     return dtable.array
 
 
@@ -326,7 +350,7 @@ def test_embedding_backward_in_one_chunk_is_np_add_at_bit_for_bit(v, d, n):
 def documented_order(dout, ids, v, chunk, split):
     """dtable in embedding.cu's stated order, in float32: per chunk, per range, left to right."""
     n, d = dout.shape
-    c = tl.cdiv(n, chunk)
+    c = cdiv(n, chunk)
     partial = [
         add_at_f32(v, ids[k * chunk : (k + 1) * chunk], dout[k * chunk : (k + 1) * chunk])
         for k in range(c)
@@ -389,7 +413,7 @@ def test_embedding_backward_with_a_large_vocabulary(v):
     ids = rng.integers(0, v, n).astype(np.int64)
     ids[:5] = ids[-5:] = v - 1  # one id in both chunks
     dout = f32(rng, n, d)
-    assert tl.embedding_split(v, d, SM_COUNT) == 1
+    assert emb_launch.embedding_split(v, d, SM_COUNT) == 1
     got = embedding_backward(dout, ids, v)
     ref = np.zeros((v, d))
     np.add.at(ref, ids, dout.astype(np.float64))
@@ -403,16 +427,22 @@ def test_embedding_backward_with_a_large_vocabulary(v):
 
 def softmax_cross_entropy(x: np.ndarray, y: np.ndarray, dloss: float, times: int = 1, block=None):
     """(loss, dlogits, workspace) after `times` launches of aicfc_softmax_cross_entropy_f32_*
-    (`block`: another (team, rows) than the launch rule's)."""
+    through its registry entry's launcher, or (`block`: another (team, rows) than the
+    launch rule's) the kernel called directly."""
     n, v = x.shape
-    block = block or tl.cross_entropy_block(v)
-    grid = (tl.cdiv(n, block[1]),)
-    ws = EmuArray(np.zeros(256 + 4 * grid[0], np.uint8))
     loss, dx = poison(), poison(n, v)
-    fn = kernel("cross_entropy.cu", f"aicfc_softmax_cross_entropy_f32_{label_suffix(y)}")
-    args = (EmuArray(x), EmuArray(y), EmuArray(np.array(dloss, np.float32)), loss, dx, ws)
+    ins = [EmuArray(x), EmuArray(y), EmuArray(np.array(dloss, np.float32))]
+    name = f"softmax_cross_entropy_f32_{label_suffix(y)}"
+    if block is None:
+        ctx = Context()
+        launches = launches_for(registry.get(f"cuda.{name}"), ins, [loss, dx], {}, ctx)
+        run_all(launches, times)
+        return loss.array, dx.array, ctx.keep[0].array
+    grid = (cdiv(n, block[1]),)
+    ws = EmuArray(np.zeros(256 + 4 * grid[0], np.uint8))
+    fn = kernel("cross_entropy.cu", f"aicfc_{name}")
     for _ in range(times):
-        fn(grid, block, (*args, np.int32(n), np.int32(v)))
+        fn(grid, block, (*ins, loss, dx, ws, np.int32(n), np.int32(v)))
     return loss.array, dx.array, ws.array
 
 

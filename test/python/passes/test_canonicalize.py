@@ -237,3 +237,22 @@ def test_unused_pre_act_is_dropped():
     (op,) = list(fn.body.block.ops)[:-1]
     assert op.name == "graph.gemm_epilogue" and len(op.results) == 1
     assert op.properties["act"].data.value == "gelu"
+
+
+# --- products by a scalar ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("constant_first", [False, True])
+@pytest.mark.parametrize("value", [0.125, -1.0, 3.0e-3])
+def test_mul_by_splat_becomes_an_exact_scale(constant_first: bool, value: float) -> None:
+    s = tensor((2, 3, 4))
+    operands = "%c, %x" if constant_first else "%x, %c"
+    text = f"""
+    func.func @f(%x: {s}) -> {s} {{
+      %c = graph.constant dense<{value}> : {s}
+      %y = graph.mul {operands} : {s}
+      func.return %y : {s}
+    }}"""
+    want, got, fn = run_both(text)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert op_names(fn) == ["graph.scale"]

@@ -181,3 +181,15 @@ def test_training_function_without_a_pair_is_left_alone():
     with pytest.warns(IRWarning, match="never updated"):
         module = parse_module(text)
     assert str(fold(module)) == str(module)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_two_layers_on_btd_fold_to_one(fused: bool) -> None:
+    """Layers applied to every position of [B, T, D] fold as on [N, D] (the leading dims
+    fold into M; the folded weight is the same matrix)."""
+    text = network([4, 6, 3], [True, True], [True, True], fused, batch=5)
+    text = text.replace("tensor<5x", "tensor<2x5x")  # x, the hidden and the output: [2, 5, *]
+    fn = compare(text, seed=5)
+    assert data_gemms(fn) == ["graph.gemm_epilogue" if fused else "graph.matmul"]
+    (x,) = [a for a in fn.body.block.args if len(a.type.get_shape()) == 3]  # type: ignore[attr-defined]
+    assert x.type.get_shape() == (2, 5, 4)  # type: ignore[attr-defined]

@@ -21,7 +21,7 @@ from aicfc.runtime import registry
 from aicfc.runtime.cuda import abi as cuda_abi
 from aicfc.runtime.cuda.launch import launches_for
 from aicfc.runtime.cuda.launchers.gemm_small import skinny_mode, split_k_plan
-from aicfc.runtime.selector import AutotuneCache, Problem, select
+from aicfc.runtime.selector import AutotuneCache, NoKernelError, Problem, select
 from gpu.cuda_emu import EmuArray, EmuContext
 
 H200 = {"arch": 90, "tf32": False, "tensor_core": True, "cublaslt": True}
@@ -177,3 +177,83 @@ def test_the_autotune_cache_reaches_the_exec_ir(tmp_path):
     kernels = exec_kernels({**H200, "autotune_cache": str(tmp_path / "tune.json"), "device": "dev"})
     assert kernels[0] == "cuda.gemm_epilogue_cublaslt_f32"
     assert exec_kernels({**H200, "device": "dev"})[0] == "cuda.gemm_epilogue_splitk_nt"
+
+
+def batched(batch, m, n, k, tb=False):
+    b = (*batch, n, k) if tb else (*batch, k, n)
+    params = {"transpose_a": False, "transpose_b": tb}
+    return Problem(
+        "graph.matmul", "f32", ((*batch, m, k), b), ((*batch, m, n),), ("f32",) * 2, params
+    )
+
+
+def test_batched_products_go_to_our_batched_kernel_while_small_else_to_cublaslt():
+    # gpt-tiny's unfused attention scores: 128 products of 64 x 64 x 32 (16.7M MACs).
+    assert chosen(batched((32, 4), 64, 64, 32, tb=True)) == "cuda.matmul_batched_f32_nt"
+    # nanogpt-char's: 384 products of 256 x 256 x 64 (1.6G MACs).
+    assert chosen(batched((64, 6), 256, 256, 64, tb=True)) == "cuda.matmul_cublaslt_f32"
+    assert chosen(batched((64, 6), 256, 256, 64, tb=True), tf32=True) == (
+        "cuda.matmul_cublaslt_tf32"
+    )
+    assert chosen(batched((32, 4), 64, 64, 32), cublaslt=False) == "cuda.matmul_batched_f32_nn"
+
+
+def test_linear_on_rank_3_inputs_is_one_product_for_every_gemm_kernel():
+    p = Problem(
+        "graph.gemm_epilogue",
+        "f32",
+        ((64, 256, 384), (1152, 384), (1152,)),
+        ((64, 256, 1152),),
+        ("f32",) * 3,
+        {"transpose_b": True, "act": "none"},
+    )
+    assert p.mnk() == (16384, 1152, 384) and p.gemm().batch == 1
+    assert chosen(p) == "cuda.gemm_epilogue_cublaslt_f32"
+    assert chosen(p, cublaslt=False) == "cuda.gemm_epilogue_f32_nt"  # the 128x128 tile
+    assert chosen(p, cublaslt=False, tf32=True) == "cuda.gemm_epilogue_tf32_nt"
+
+
+def test_a_batch_that_broadcasts_partly_has_no_kernel_and_says_why():
+    p = Problem("graph.matmul", "f32", ((2, 3, 8, 4), (3, 4, 6)), ((2, 3, 8, 6),), ("f32",) * 2, {})
+    with pytest.raises(NoKernelError, match="batch dims broadcast partly"):
+        select(p, "cuda", H200)
+
+
+def attention(d, t=256, s=None, grad=False):
+    s = t if s is None else s
+    q, kv = (64, 6, t, d), (64, 6, s, d)
+    if grad:
+        ins = (q, q, kv, kv, q, (64, 6, t))
+        return Problem(
+            "autodiff.scaled_dot_product_attention_grad", "f32", ins, (q, kv, kv), ("f32",) * 6
+        )
+    return Problem(
+        "graph.scaled_dot_product_attention", "f32", (q, kv, kv), (q, (64, 6, t)), ("f32",) * 3
+    )
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_attention_goes_to_the_tiled_kernels_for_their_head_dims_else_to_the_row_kernels(grad):
+    suffix = "_grad" if grad else ""
+    for d in (32, 64, 128):
+        assert (
+            chosen(attention(d, grad=grad)) == f"cuda.scaled_dot_product_attention{suffix}_f32_d{d}"
+        )
+    rows = f"cuda.scaled_dot_product_attention{suffix}_rows_f32"
+    assert chosen(attention(16, grad=grad)) == rows  # the oracle GPT's head dim
+    assert chosen(attention(64, t=200, s=300, grad=grad)) == rows  # more keys than queries
+
+
+def test_a_language_models_loss_goes_to_the_team_per_row_kernel():
+    def loss(c):
+        return Problem(
+            "autodiff.cross_entropy_with_grad",
+            "f32",
+            ((64, 256, c), (64, 256), ()),
+            ((), (64, 256, c)),
+            ("f32", "i32", "f32"),
+        )
+
+    assert chosen(loss(65)) == "cuda.softmax_cross_entropy_f32_i32"
+    assert chosen(loss(50257)) == "cuda.softmax_cross_entropy_f32_i32"
+    assert chosen(loss(10)) == "cuda.cross_entropy_with_grad_f32_i32"  # an MLP's head

@@ -23,12 +23,15 @@ from aicfc.runtime.schedule import (
     ARENA,
     Access,
     Region,
+    aliased_regions,
     ancestors,
     buffer_regions,
     dependencies,
     direct,
     plan_accesses,
     schedule,
+    step_access,
+    view_aliases,
 )
 
 # The program, as exec IR would read (ExecPlan is that IR as plain data):
@@ -400,3 +403,54 @@ def test_small_step_keeps_epilogues_and_updates_off_the_critical_path(tf32):
     assert (len(first), longest_chain(before)) == (12, 10)
     assert (len(names), longest_chain(deps)) == (13, 8)
     assert_respects(deps, 4)
+
+
+# --- reshapes as views ------------------------------------------------------------------
+#
+#   0: relu(%x) -> %a            arena [0, 16)
+#   1: reshape(%a) -> %v         [16, 32): may read %a's bytes
+#   2: reshape(%v) -> %u         [32, 48): a view of a view, %a's bytes again
+#   3: reshape(%w) -> %p         [48, 64): the param w, updated in place at 5
+#   4: relu(%u) -> %b            [64, 80)
+#   5: add(%w, %b) -> %w         (in place)
+#   6: relu(%p) -> %c            [80, 96): reads %p after w changed: %p must stay a copy
+#   7: reshape(%b) -> %q         [96, 112)
+#   8: relu(%x) -> %d            [64, 80): planned into %b's bytes after %b's last read (7)
+#   exec.output "q" %q           %q would read %d's bytes: it must stay a copy
+
+
+def view_plan() -> ExecPlan:
+    f32 = np.dtype(np.float32)
+    names = ["x", "w", "%a", "%v", "%u", "%p", "%b", "%c", "%q", "%d"]
+    x, w, a, v, u, p, b, c, q, d = range(len(names))
+    offsets = {a: 0, v: 16, u: 32, p: 48, b: 64, c: 80, q: 96, d: 64}
+    roles = {x: "input", w: "param"}
+    buffers = tuple(
+        BufferSpec(
+            i, n, roles.get(i, "tmp"), (4,) if i != u else (2, 2), f32, offset=offsets.get(i)
+        )
+        for i, n in enumerate(names)
+    )
+    steps = (
+        LaunchStep("cuda.relu_f32", (x,), (a,), {}),
+        LaunchStep("cuda.reshape", (a,), (v,), {}),
+        LaunchStep("cuda.reshape", (v,), (u,), {}),
+        LaunchStep("cuda.reshape", (w,), (p,), {}),
+        LaunchStep("cuda.relu_f32", (u,), (b,), {}),
+        LaunchStep("cuda.add_f32", (w, b), (w,), {}),
+        LaunchStep("cuda.relu_f32", (p,), (c,), {}),
+        LaunchStep("cuda.reshape", (b,), (q,), {}),
+        LaunchStep("cuda.relu_f32", (x,), (d,), {}),
+    )
+    return ExecPlan("views", buffers, steps, (("q", q),), arena_size=112)
+
+
+def test_a_reshape_shares_its_inputs_bytes_only_while_nothing_writes_them():
+    plan = view_plan()
+    aliases = view_aliases(plan, lambda step: step.kernel == "cuda.reshape")
+    assert aliases == {3: 2, 4: 2}  # %v and %u read %a's bytes; %p and %q stay copies
+    regions = aliased_regions(buffer_regions(plan), aliases)
+    assert regions[3] == regions[4] == regions[2] == Region(ARENA, 0, 16)
+    # The schedule then orders a writer of %a's bytes after the readers of its views.
+    deps = dependencies([step_access(s, regions) for s in plan.steps])
+    assert 0 in deps[4]  # %u is %a's bytes, written by step 0: read-after-write

@@ -1,6 +1,6 @@
 """Time the transformer kernels on the GPU at issue 12's configs, beside PyTorch fp32.
 
-    PYTHONPATH=test/python python3 test/python/gpu/bench_transformer_kernels.py
+    python3 tools/bench_transformer_kernels.py
 
 For each config (gpt-tiny: B 32, T 64, d_model 128, 4 heads; nanogpt-char: B 64,
 T 256, d_model 384, 6 heads; V 65) and kernel family, the forward and the backward
@@ -10,8 +10,9 @@ out and the gaps between kernels in a graph are in. PyTorch's equivalents (fp32
 F.layer_norm, F.embedding, F.cross_entropy, F.scaled_dot_product_attention, forward
 plus autograd backward) are captured and timed the same way with torch.cuda.graph.
 Prints µs, and GB/s or TFLOP/s against the bytes or FLOPs each kernel must move or do.
-A home for this script until the kernels have launchers (then tools/, beside
-bench_gemm.py); it lives beside transformer_launch.py, whose geometry it uses.
+The launch geometry is the launchers' (runtime/cuda/launchers/{layernorm,embedding,
+cross_entropy,attention}.py), the kernels are called directly so that each one's time
+is its own.
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ import numpy as np
 import torch
 
 from aicfc.runtime.cuda import abi as cuda_abi
-from gpu import transformer_launch as tl
+from aicfc.runtime.cuda.launchers import attention as at
+from aicfc.runtime.cuda.launchers import cross_entropy as ce
+from aicfc.runtime.cuda.launchers import embedding as em
+from aicfc.runtime.cuda.launchers import layernorm as ln
 
 REPEAT = 20
 REPLAYS = 10
@@ -63,11 +67,11 @@ def time_cupy(body: Callable[[], None]) -> float:
             graph.launch(stream)
         stop.record(stream)
         stop.synchronize()
-    return cupy.cuda.get_elapsed_time(start, stop) * 1e3 / (REPEAT * REPLAYS)
+    return float(cupy.cuda.get_elapsed_time(start, stop)) * 1e3 / (REPEAT * REPLAYS)
 
 
-def time_torch(body: Callable[[], None]) -> float:
-    s = torch.cuda.Stream()
+def time_torch(body: Callable[[], object]) -> float:
+    s = torch.cuda.Stream()  # type: ignore[no-untyped-call]
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         for _ in range(3):
@@ -78,13 +82,14 @@ def time_torch(body: Callable[[], None]) -> float:
         for _ in range(REPEAT):
             body()
     g.replay()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+    stop = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
     start.record()
     for _ in range(REPLAYS):
         g.replay()
     stop.record()
     stop.synchronize()
-    return start.elapsed_time(stop) * 1e3 / (REPEAT * REPLAYS)
+    return float(start.elapsed_time(stop)) * 1e3 / (REPEAT * REPLAYS)
 
 
 def rnd(*shape: int) -> Any:
@@ -101,17 +106,17 @@ def bench_layer_norm(n: int, c: int) -> None:
     x, r, w, b, dy = rnd(n, c), rnd(n, c), rnd(c), rnd(c), rnd(n, c)
     s, y, dx = cupy.empty_like(x), cupy.empty_like(x), cupy.empty_like(x)
     mean, rstd, dw, db = cupy.empty(n, np.float32), cupy.empty(n, np.float32), rnd(c), rnd(c)
-    block = tl.layer_norm_block(c)
-    (blocks,) = grid_b = tl.layer_norm_grad_grid(n, c, SMS)
-    ws = cupy.empty(tl.layer_norm_grad_workspace(blocks, c) // 4, np.float32)
+    block = ln.layer_norm_block(c)
+    (blocks,) = grid_b = ln.layer_norm_grad_grid(n, c, SMS)
+    ws = cupy.empty(ln.layer_norm_grad_workspace(blocks, c) // 4, np.float32)
     fwd = fn("layernorm.cu", "aicfc_add_layer_norm_f32")
     bwd = fn("layernorm.cu", "aicfc_layer_norm_grad_f32")
     par = fn("layernorm.cu", "aicfc_layer_norm_param_grad_f32")
     sc = (np.int32(n), np.int32(c))
-    pgrid, pblock = tl.layer_norm_param_grad_grid(c)
+    pgrid, pblock = ln.layer_norm_param_grad_grid(c)
     t_f = time_cupy(
         lambda: fwd(
-            tl.layer_norm_grid(n, c), block, x, r, w, b, s, y, mean, rstd, *sc, np.float32(1e-5)
+            ln.layer_norm_grid(n, c), block, x, r, w, b, s, y, mean, rstd, *sc, np.float32(1e-5)
         )
     )
 
@@ -140,18 +145,18 @@ def bench_embedding(n: int, v: int, c: int) -> None:
     ids = cupy.asarray(np.random.default_rng(0).integers(0, v, n).astype(np.int64))
     table, dout = rnd(v, c), rnd(n, c)
     out, dtable = cupy.empty((n, c), np.float32), cupy.empty((v, c), np.float32)
-    ws = cupy.empty(tl.embedding_workspace(n, v, c), np.uint8)
-    split = tl.embedding_split(v, c, SMS)
+    ws = cupy.empty(em.embedding_workspace(n, v, c), np.uint8)
+    split = em.embedding_split(v, c, SMS)
     sc = (np.int32(n), np.int32(v), np.int32(c))
     fwd = fn("embedding.cu", "aicfc_embedding_f32_i64")
     k1 = fn("embedding.cu", "aicfc_embedding_grad_chunks_f32_i64")
     k2 = fn("embedding.cu", "aicfc_embedding_grad_combine_f32")
-    chunk = np.int32(tl.EMBEDDING_CHUNK)
-    t_f = time_cupy(lambda: fwd(tl.embedding_grid(n), (256,), table, ids, out, *sc))
+    chunk = np.int32(em.EMBEDDING_CHUNK)
+    t_f = time_cupy(lambda: fwd(em.embedding_grid(n), (256,), ids, table, out, *sc))
 
     def backward() -> None:
-        k1(tl.embedding_chunks_grid(n, c), (256,), dout, ids, ws, *sc, chunk)
-        k2(tl.embedding_combine_grid(v, c, split), (256,), dtable, ws, *sc, chunk, np.int32(split))
+        k1(em.embedding_chunks_grid(n, c), (256,), dout, ids, ws, *sc, chunk)
+        k2(em.embedding_combine_grid(v, c, split), (256,), dtable, ws, *sc, chunk, np.int32(split))
 
     t_b = time_cupy(backward)
     it, dt = torch.as_tensor(ids, device="cuda"), torch.as_tensor(dout, device="cuda")
@@ -170,9 +175,9 @@ def bench_cross_entropy(n: int, v: int) -> None:
     x = rnd(n, v)
     y = cupy.asarray(np.random.default_rng(1).integers(0, v, n).astype(np.int64))
     dl, loss, dx = cupy.ones((), np.float32), cupy.empty((), np.float32), cupy.empty_like(x)
-    ws = cupy.zeros(tl.cross_entropy_workspace(n, v), np.uint8)
+    ws = cupy.zeros(ce.cross_entropy_workspace(n, v), np.uint8)
     k = fn("cross_entropy.cu", "aicfc_softmax_cross_entropy_f32_i64")
-    block, grid = tl.cross_entropy_block(v), tl.cross_entropy_grid(n, v)
+    block, grid = ce.cross_entropy_block(v), ce.cross_entropy_grid(n, v)
     t = time_cupy(lambda: k(grid, block, x, y, dl, loss, dx, ws, np.int32(n), np.int32(v)))
     xt = torch.as_tensor(x, device="cuda").clone().requires_grad_(True)
     yt = torch.as_tensor(y, device="cuda")
@@ -196,17 +201,17 @@ def bench_attention(b: int, h: int, t: int, d: int, p: float) -> None:
         np.float64(p),
         np.int64(7),
     )
-    fwd = fn("attention.cu", f"aicfc_attention_fwd_f32_d{d}", tl.attention_fwd_shared(d))
+    fwd = fn("attention.cu", f"aicfc_attention_fwd_f32_d{d}", at.attention_fwd_shared(d))
     dpre = fn("attention.cu", "aicfc_attention_bwd_delta_f32")
-    bwd = fn("attention.cu", f"aicfc_attention_bwd_f32_d{d}", tl.attention_bwd_shared(d))
-    grid, rows = tl.attention_grid(b * h, t), b * h * t
+    bwd = fn("attention.cu", f"aicfc_attention_bwd_f32_d{d}", at.attention_bwd_shared(d))
+    grid, rows = (b * h, -(-t // at.TILE)), b * h * t
     t_f = time_cupy(lambda: fwd(grid, (128,), q, k, v, off, out, lse, *sc))
 
     def backward() -> None:
         dpre(
-            tl.attention_delta_grid(rows, d), (256,), out, dout, delta, np.int32(rows), np.int32(d)
+            at.attention_delta_grid(rows, d), (256,), out, dout, delta, np.int32(rows), np.int32(d)
         )
-        bwd(grid, (tl.attention_bwd_threads(d),), q, k, v, dout, lse, off, dq, dk, dv, delta, *sc)
+        bwd(grid, (at.attention_bwd_threads(d),), q, k, v, dout, lse, off, dq, dk, dv, delta, *sc)
 
     t_b = time_cupy(backward)
     flops = 4 * b * h * t * t * d / 2  # causal: half of 4 B H T^2 d

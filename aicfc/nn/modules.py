@@ -82,6 +82,29 @@ class Parameter:
         return f"Parameter(shape={list(self.shape)}, dtype={self.dtype})"
 
 
+@dataclass(frozen=True)
+class InputSpec:
+    """What a model takes as its input `x`, beyond the shapes `Module.output_shape` checks.
+
+    dtype:  None: floats of the parameters' dtype (never cast); an integer dtype (int32,
+            the IR's id type): token ids, which a Program accepts in any integer dtype
+            and converts, as it does cross-entropy labels.
+    high:   for ids, every id must be in [0, high) (an Embedding's num_embeddings); a
+            Program checks host inputs before a step (InputError naming "x").
+    sample: the dims after the batch dim of the input a Program builds for a bare batch
+            size (`Program.mlir(batch_size=...)`, `report()`): [in_features] for an MLP,
+            [block_size] for a GPT; None where the model fixes none.
+    """
+
+    dtype: np.dtype | None = None
+    high: int | None = None
+    sample: tuple[int, ...] | None = None
+
+    @property
+    def is_ids(self) -> bool:
+        return self.dtype is not None and np.issubdtype(self.dtype, np.integer)
+
+
 @dataclass
 class EmitContext:
     """What a module needs while it writes its forward ops into a function.
@@ -224,6 +247,12 @@ class Module:
         """Features of the last input dimension this module requires, if it fixes one."""
         return None
 
+    def input_spec(self) -> InputSpec:
+        """What this module takes as a model's input: float features [N, input_features()]
+        by default; a module whose input is token ids (Embedding) says so."""
+        n = self.input_features()
+        return InputSpec(sample=(n,) if n is not None else None)
+
     def is_stochastic(self) -> bool:
         """True if this module itself draws random numbers in the train step (dropout)."""
         return False
@@ -306,9 +335,19 @@ class Sequential(Module):
                 return n
         return None
 
+    def input_spec(self) -> InputSpec:
+        """The first child's spec where it takes ids (an Embedding first), else float
+        features of `input_features()`."""
+        first = next(self.children(), None)
+        if first is not None and first.input_spec().dtype is not None:
+            return first.input_spec()
+        return super().input_spec()
+
 
 class Linear(Module):
     """y = x W^T + b with W [out_features, in_features] and b [out_features] (torch.nn.Linear).
+
+    x is [N, in_features] or, as in a transformer, [N, T, in_features] (any rank >= 2).
 
     Initialisation follows torch.nn.Linear.reset_parameters (torch/nn/modules/
     linear.py): kaiming_uniform_(W, a=sqrt(5)) has bound gain*sqrt(3/fan_in)
@@ -348,9 +387,11 @@ class Linear(Module):
         return self.in_features
 
     def output_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
-        if len(shape) != 2 or shape[-1] != self.in_features:
+        """[..., out_features] for inputs [..., in_features] of rank >= 2 (torch.nn.Linear;
+        the leading dims fold into the product's M)."""
+        if len(shape) < 2 or shape[-1] != self.in_features:
             raise ShapeError(f"{self!r} takes [N, {self.in_features}] inputs, got {list(shape)}")
-        return (shape[0], self.out_features)
+        return (*shape[:-1], self.out_features)
 
     def emit(self, ctx: EmitContext, x: SSAValue, prefix: str) -> SSAValue:
         y = ctx.add(graph.MatmulOp(x, ctx.param(_join(prefix, "weight")), transpose_b=True))
@@ -455,6 +496,7 @@ __all__ = [
     "GELU",
     "Dropout",
     "EmitContext",
+    "InputSpec",
     "LayerMismatch",
     "Linear",
     "Module",

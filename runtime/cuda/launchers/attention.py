@@ -1,0 +1,179 @@
+"""Launchers of kernels/attention.cu: FlashAttention-2 style tiled attention (head dims 32,
+64 and 128, keys as long as the queries), forward and backward; and the parameters every
+attention launcher reads.
+
+q, k, v [B, H, T, d] are BH = B H rows of T queries (keys) of d columns. Forward: grid
+(BH, ceil(T / 64)), 128 threads, 4 (3 x 64 d + 64 x 64) bytes of dynamic shared memory.
+Backward: the delta pre-pass D = rowsum(dout o out) into a workspace, then one block per
+(bh, 64-row tile) computing that tile's dk, dv and dq (128 threads, 256 for d = 128).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from aicfc.runtime import registry
+from aicfc.runtime.cuda.abi import CudaKernelError, Launch, describe, kernel_launch
+from aicfc.runtime.cuda.launchers.common import (
+    Buffers,
+    LoadContext,
+    Params,
+    cdiv,
+    expect_numel,
+    numel,
+    param,
+)
+from aicfc.runtime.registry import KernelSpec
+
+TILE = 64
+"""attention.cu's query and key tile."""
+DELTA_KERNEL = "cuda.attention_bwd_delta_f32"
+
+
+@dataclass(frozen=True)
+class Attention:
+    """The problem of an attention launch: BH rows of T queries and S keys of d columns,
+    and the kernel scalars (scale, causal, dropout p, seed)."""
+
+    bh: int
+    t: int
+    s: int
+    d: int
+    scale: float
+    causal: bool
+    p: float
+    seed: int
+
+    def scalars(self) -> dict[str, object]:
+        return {
+            "BH": self.bh,
+            "T": self.t,
+            "S": self.s,
+            "d": self.d,
+            "scale": self.scale,
+            "causal": int(self.causal),
+            "p": self.p,
+            "seed": self.seed,
+        }
+
+
+def attention_problem(
+    spec: KernelSpec, q: Any, k: Any, v: Any, offset: Any, params: Params
+) -> Attention:
+    """Check q [..., T, d] against k, v [..., S, d] and read the parameters: scale defaults
+    to 1 / sqrt(d) (torch's), dropout needs the offset operand. CudaKernelError naming the
+    kernel otherwise."""
+    where = f'kernel "{spec.name}"'
+    if len(q.shape) < 2 or tuple(k.shape) != tuple(v.shape) or len(k.shape) != len(q.shape):
+        raise CudaKernelError(f"{where}: q, k, v are {describe([q, k, v])}; expected [..., T, d]")
+    t, d = int(q.shape[-2]), int(q.shape[-1])
+    s = int(k.shape[-2])
+    if tuple(q.shape[:-2]) != tuple(k.shape[:-2]) or int(k.shape[-1]) != d:
+        raise CudaKernelError(f"{where}: q is {describe([q])} but k, v are {describe([k])}")
+    bh = numel(q) // (t * d) if t * d else 0
+    p = float(param(params, "dropout_p", 0.0))
+    if not 0.0 <= p < 1.0:
+        raise CudaKernelError(f"{where}: dropout_p = {p} is outside [0, 1)")
+    if p > 0.0 and offset is None:
+        raise CudaKernelError(f"{where}: dropout needs the offset operand (rng.offset)")
+    if offset is not None:
+        expect_numel(spec, 1, offset=offset)
+    scale = param(params, "scale", None)
+    return Attention(
+        bh=bh,
+        t=t,
+        s=s,
+        d=d,
+        scale=1.0 / math.sqrt(d) if scale is None else float(scale),
+        causal=bool(param(params, "causal", False)),
+        p=p,
+        seed=int(param(params, "seed", 0)),
+    )
+
+
+def tiled_geometry(spec: KernelSpec, a: Attention) -> tuple[int, int]:
+    """The grid (BH, ceil(T / 64)) of the tiled kernels; CudaKernelError unless S = T and
+    d is 32, 64 or 128 (the registry's constraints, checked again for hand-written IR)."""
+    if a.s != a.t:
+        raise CudaKernelError(
+            f'kernel "{spec.name}": the tiled kernels take as many keys as queries '
+            f"(T = {a.t}, S = {a.s})"
+        )
+    if a.d not in (32, 64, 128):
+        raise CudaKernelError(f'kernel "{spec.name}": head dim {a.d} is not 32, 64 or 128')
+    return a.bh, cdiv(a.t, TILE)
+
+
+def attention_fwd_shared(d: int) -> int:
+    return 4 * (3 * TILE * d + TILE * TILE)
+
+
+def attention_bwd_threads(d: int) -> int:
+    return 256 if d == 128 else 128
+
+
+def attention_bwd_shared(d: int) -> int:
+    return 4 * (4 * TILE * d + 2 * TILE * TILE + 2 * TILE)
+
+
+def attention_delta_grid(rows: int, d: int) -> tuple[int]:
+    return (cdiv(rows, 256 // (d // 4)),)
+
+
+def launch_attention(
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
+) -> list[Launch]:
+    """(q, k, v [B, H, T, d], offset []?) -> (out [B, H, T, d], lse [B, H, T])."""
+    q, k, v = ins[:3]
+    offset = ins[3] if len(ins) > 3 else None
+    a = attention_problem(spec, q, k, v, offset, params)
+    grid = tiled_geometry(spec, a)
+    out, lse = outs
+    expect_numel(spec, numel(q), out=out)
+    expect_numel(spec, a.bh * a.t, lse=lse)
+    scalars = {n: val for n, val in a.scalars().items() if n not in ("S", "d")}
+    return [
+        kernel_launch(
+            spec,
+            grid,
+            (128,),
+            [q, k, v, offset, out, lse],
+            scalars,
+            shared_mem=attention_fwd_shared(a.d),
+        )
+    ]
+
+
+def launch_attention_grad(
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
+) -> list[Launch]:
+    """(dout, q, k, v, out [B, H, T, d], lse [B, H, T], offset []?) -> (dq, dk, dv)."""
+    dout, q, k, v, out, lse = ins[:6]
+    offset = ins[6] if len(ins) > 6 else None
+    a = attention_problem(spec, q, k, v, offset, params)
+    grid = tiled_geometry(spec, a)
+    expect_numel(spec, numel(q), dout=dout, out=out, dq=outs[0], dk=outs[1], dv=outs[2])
+    expect_numel(spec, a.bh * a.t, lse=lse)
+    rows = a.bh * a.t
+    ws = ctx.workspace(4 * rows)
+    delta = kernel_launch(
+        registry.get(DELTA_KERNEL),
+        attention_delta_grid(rows, a.d),
+        (256,),
+        [out, dout, ws],
+        {"rows": rows, "d": a.d},
+        keepalive=[ws],
+    )
+    scalars = {n: val for n, val in a.scalars().items() if n not in ("S", "d")}
+    grads = kernel_launch(
+        spec,
+        grid,
+        (attention_bwd_threads(a.d),),
+        [q, k, v, dout, lse, offset, *outs, ws],
+        scalars,
+        shared_mem=attention_bwd_shared(a.d),
+        keepalive=[ws],
+    )
+    return [delta, grads]
