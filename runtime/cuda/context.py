@@ -45,6 +45,9 @@ class DeviceContext:
         import cupy
 
         ws = cupy.zeros(max(256, cdiv(nbytes, 256) * 256), dtype=np.uint8)
+        # The fill runs on the null stream; the program's non-blocking stream would not
+        # wait for it (a ticket still being zeroed under a running reduction).
+        cupy.cuda.Stream.null.synchronize()
         self.keep.append(ws)
         return ws
 
@@ -52,6 +55,7 @@ class DeviceContext:
         import cupy
 
         t = cupy.asarray(np.ascontiguousarray(values, dtype=np.int64))
+        cupy.cuda.Stream.null.synchronize()  # as workspace(): uploaded before any launch
         self.keep.append(t)
         return t
 

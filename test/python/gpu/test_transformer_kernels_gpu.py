@@ -46,6 +46,7 @@ def bind(kernel: str, ins: list[Any], outs: list[Any], params: dict[str, Any]) -
 def run(launches: Any) -> None:
     import cupy
 
+    cupy.cuda.Device().synchronize()  # the inputs were filled on the null stream
     stream = cupy.cuda.Stream(non_blocking=True)
     for la in launches:
         la(stream)
