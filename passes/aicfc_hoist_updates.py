@@ -11,7 +11,9 @@ decides what is grouped and where a launch may start.
 This pass moves each op flagged IS_OPTIMIZER (adam_step, sgd_step) up to just
 after the last op, in its block, that defines one of its operands or reads one
 of them before it (its parameter's other readers: the forward product and the
-next layer's dX product), and never later than where it was. Updates that land
+next layer's dX product; another update that only reads a shared operand, such as
+a hyperparameter, does not count: two updates never write one value), and never
+later than where it was. Updates that land
 at the same place keep their order. Then a layer's update is issued as soon as
 its gradients exist and its weights are read for the last time, off the path of
 the layers below; the values computed are unchanged (the update reads the same
@@ -40,6 +42,10 @@ from aicfc.dialects.flags import OpFlag, static_flags
 from aicfc.dialects.roles import functions
 
 
+def is_update(op: Operation) -> bool:
+    return bool(static_flags(op) & OpFlag.IS_OPTIMIZER)
+
+
 def _anchor(op: Operation, block: Block, position: dict[int, int]) -> Operation | None:
     """The op that `op` goes right after (None: the start of the block); `position`: the
     block's ops by id."""
@@ -50,6 +56,8 @@ def _anchor(op: Operation, block: Block, position: dict[int, int]) -> Operation 
         nonlocal anchor
         if candidate is None or candidate is op or id(candidate) not in position:
             return
+        if is_update(candidate) and not any(r in op.operands for r in candidate.results):
+            return  # another update reading a shared operand (a hyperparameter): no order
         if position[id(candidate)] >= here:
             return
         if anchor is None or position[id(candidate)] > position[id(anchor)]:

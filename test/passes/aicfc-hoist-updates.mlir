@@ -55,3 +55,24 @@ func.func @arguments_only(%x: tensor<2xf32>, %a: tensor<2xf32>, %ga: tensor<2xf3
   %b1 = autodiff.sgd_step %b, %gb lr = 1.000000e-01 : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   func.return %t, %a1, %b1 : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
 }
+
+// A value two updates both read (here one gradient; a shared hyperparameter on the
+// optimizers that take one) orders neither after the other: %bn goes right after %b's
+// last reader, before %an.
+
+// CHECK-LABEL: func.func @shared_operand
+// CHECK:         %g = graph.tanh %x
+// CHECK-NEXT:    %b1 = graph.add %b, %x
+// CHECK-NEXT:    %bn = autodiff.sgd_step %b, %g
+// CHECK-NEXT:    %a1 = graph.add %a, %x
+// CHECK-NEXT:    %an = autodiff.sgd_step %a, %g
+// CHECK-NEXT:    %t = graph.relu %x
+func.func @shared_operand(%x: tensor<2xf32>, %a: tensor<2xf32>, %b: tensor<2xf32>) -> (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) {
+  %g = graph.tanh %x : tensor<2xf32>
+  %b1 = graph.add %b, %x : tensor<2xf32>
+  %a1 = graph.add %a, %x : tensor<2xf32>
+  %t = graph.relu %x : tensor<2xf32>
+  %an = autodiff.sgd_step %a, %g lr = 1.000000e-01 : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %bn = autodiff.sgd_step %b, %g lr = 1.000000e-01 : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  func.return %an, %bn, %a1, %b1, %t : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
+}
