@@ -285,28 +285,46 @@ class ProgramOp(IRDLOperation):
 
 @irdl_op_definition
 class BufferOp(IRDLOperation):
-    """An external buffer (role input, param or state) with a stable name.
+    """An external buffer (role input, param or state) with a stable name; a state that
+    does not start at zero carries its initial value (`init`, the argument's `aicfc.init`).
 
     ```mlir
     %w = exec.buffer "fc1.weight" : !exec.buffer<128x64xf32, param>
+    %lr = exec.buffer "optim.0.lr" init = dense<1.0e-03> : tensor<f64> : !exec.buffer<f64, state>
     ```
     """
 
     name = "exec.buffer"
     buffer_name = prop_def(StringAttr)
+    init = opt_prop_def(DenseIntOrFPElementsAttr)
     result = result_def(BufferType)
     traits = traits_def(InsideProgram())
-    assembly_format = "$buffer_name attr-dict `:` type($result)"
+    assembly_format = "$buffer_name (`init` `=` $init^)? attr-dict `:` type($result)"
 
-    def __init__(self, name: str, type: BufferType):
-        super().__init__(properties={"buffer_name": StringAttr(name)}, result_types=[type])
+    def __init__(self, name: str, type: BufferType, init: DenseIntOrFPElementsAttr | None = None):
+        super().__init__(
+            properties={"buffer_name": StringAttr(name), "init": init}, result_types=[type]
+        )
 
     def verify_(self) -> None:
-        role = buffer_type(self.result).buffer_role
+        t = buffer_type(self.result)
+        role = t.buffer_role
         if role not in EXTERNAL_ROLES:
             raise VerifyException(
                 f'exec.buffer "{self.buffer_name.data}": role must be input, param or state, '
                 f"got {role.value} (use exec.alloc for tmp, exec.constant for const)"
+            )
+        if self.init is None:
+            return
+        if role != BufferRole.STATE:
+            raise VerifyException(
+                f'exec.buffer "{self.buffer_name.data}": only a state has an initial value '
+                f"(init), this is a {role.value}"
+            )
+        if t != from_tensor(self.init.type, BufferRole.STATE):
+            raise VerifyException(
+                f'exec.buffer "{self.buffer_name.data}": init is {self.init.type}, the buffer '
+                f"is {t}"
             )
 
 

@@ -12,8 +12,9 @@ This pass moves each op flagged IS_OPTIMIZER (adam_step, sgd_step) up to just
 after the last op, in its block, that defines one of its operands or reads one
 of them before it (its parameter's other readers: the forward product and the
 next layer's dX product; another update that only reads a shared operand, such as
-a hyperparameter, does not count: two updates never write one value), and never
-later than where it was. Updates that land
+a hyperparameter, does not count: two updates never write one value; a constant
+operand does not count either: it moves up with the update), and never later than
+where it was. Updates that land
 at the same place keep their order. Then a layer's update is issued as soon as
 its gradients exist and its weights are read for the last time, off the path of
 the layers below; the values computed are unchanged (the update reads the same
@@ -46,6 +47,11 @@ def is_update(op: Operation) -> bool:
     return bool(static_flags(op) & OpFlag.IS_OPTIMIZER)
 
 
+def is_constant(op: Operation) -> bool:
+    """A constant without operands (a hyperparameter literal): it moves with the update."""
+    return bool(static_flags(op) & OpFlag.IS_CONSTANT) and not op.operands
+
+
 def _anchor(op: Operation, block: Block, position: dict[int, int]) -> Operation | None:
     """The op that `op` goes right after (None: the start of the block); `position`: the
     block's ops by id."""
@@ -65,7 +71,8 @@ def _anchor(op: Operation, block: Block, position: dict[int, int]) -> Operation 
 
     for value in op.operands:
         owner = value.owner
-        later(block.find_ancestor_op_in_block(owner) if isinstance(owner, Operation) else None)
+        if isinstance(owner, Operation) and not is_constant(owner):
+            later(block.find_ancestor_op_in_block(owner))
         for use in value.uses:
             later(block.find_ancestor_op_in_block(use.operation))
     return anchor
@@ -101,6 +108,16 @@ def hoist_block(block: Block, max_runs: int | None = None) -> int:
         block.detach_op(op)
         block.insert_op_before(op, target)
         moved += 1
+        for value in op.operands:  # its constants come before it (they read nothing)
+            owner = value.owner
+            order = {id(o): k for k, o in enumerate(block.ops)}
+            if (
+                isinstance(owner, Operation)
+                and is_constant(owner)
+                and order.get(id(owner), -1) > order[id(op)]
+            ):
+                block.detach_op(owner)
+                block.insert_op_before(owner, op)
     if moved and max_runs is not None and runs_of_updates(block) > max_runs:
         for op in original:  # back to the order it had
             block.detach_op(op)

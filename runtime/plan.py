@@ -30,7 +30,8 @@ class BufferSpec:
     """One buffer of a program: its slot, stable name, role, shape, dtype.
 
     offset: bytes into the arena for planned tmp buffers (else None).
-    value:  the data of a const buffer (else None).
+    value:  the data of a const buffer, or the initial value of a state that does not start
+            at zero (`exec.buffer ... init`; else None).
     """
 
     slot: int
@@ -108,7 +109,8 @@ class ExecPlan:
 
         for op in program.block.ops:
             if isinstance(op, ex.BufferOp):
-                add(op.result, op.buffer_name.data)
+                init = dense_to_numpy(op.init) if op.init is not None else None
+                add(op.result, op.buffer_name.data, data=init)
             elif isinstance(op, ex.AllocOp):
                 hint = op.result.name_hint
                 off = op.offset.value.data if op.offset is not None else None

@@ -434,20 +434,21 @@ _ADAM_ABI = (
     ("ntensors", "int32_t"),
     ("nchunks", "int32_t"),
     ("chunk", "int32_t"),
-    ("lr", "double"),
-    ("beta1", "double"),
-    ("beta2", "double"),
-    ("eps", "double"),
-    ("weight_decay", "double"),
     ("decoupled_weight_decay", "int32_t"),
 )
-_SGD_ABI = (
-    ("lr", "double"),
-    ("momentum", "double"),
-    ("weight_decay", "double"),
-    ("nesterov", "int32_t"),
-    ("n", "int64_t"),
+_SGD_ABI = (("nesterov", "int32_t"), ("n", "int64_t"))
+_CLIP_ABI = (
+    ("meta", "uint64_t"),
+    ("ntensors", "int32_t"),
+    ("nchunks", "int32_t"),
+    ("chunk", "int32_t"),
+    ("max_norm", "double"),
 )
+_F64_HYPERPARAMETERS = ("f64",)
+# The hyperparameter operands are f64 and the control scalars f32 (the launchers check
+# the variadic ones): adam_step's operands 5-9 and 10-11, sgd_step's 2-4 and 5-6.
+_ADAM_OPERANDS = (*((i, _F64_HYPERPARAMETERS) for i in range(5, 10)), (10, F32), (11, F32))
+_SGD_OPERANDS = (*((i, _F64_HYPERPARAMETERS) for i in range(2, 5)), (5, F32), (6, F32))
 
 _RANDOM_AND_OPTIM = [
     _k(
@@ -476,6 +477,7 @@ _RANDOM_AND_OPTIM = [
         "optim.cu",
         "aicfc_adam_multi_tensor_f32",
         _ADAM_ABI,
+        constraints=Constraints(operand_dtypes=_ADAM_OPERANDS),
         flags=("inplace_ok", "multi_tensor", "workspace"),
         launcher="launch_adam",
     ),
@@ -485,8 +487,47 @@ _RANDOM_AND_OPTIM = [
         "optim.cu",
         "aicfc_sgd_f32",
         _SGD_ABI,
+        constraints=Constraints(operand_dtypes=_SGD_OPERANDS),
         flags=_INPLACE,
         launcher="launch_sgd",
+    ),
+    _k(
+        "lr_schedule",
+        "autodiff.lr_schedule",
+        "optim.cu",
+        "aicfc_lr_schedule",
+        (("meta", "uint64_t"), ("ngroups", "int32_t"), ("nsegments", "int32_t")),
+        dtypes=("i64",),
+        flags=_INPLACE,
+        launcher="launch_lr_schedule",
+    ),
+    _k(
+        "clip_grad_norm_f32",
+        "autodiff.clip_grad_norm",
+        "optim.cu",
+        "aicfc_clip_grad_norm_f32",
+        _CLIP_ABI,
+        flags=("workspace",),
+        launcher="launch_clip_grad_norm",
+    ),
+    _k(
+        "accumulation_step",
+        "autodiff.accumulation_step",
+        "optim.cu",
+        "aicfc_accumulation_step",
+        (("every", "int64_t"),),
+        dtypes=("i64",),
+        flags=_INPLACE,
+        launcher="launch_accumulation_step",
+    ),
+    _k(
+        "accumulate_grad_f32",
+        "autodiff.accumulate_grad",
+        "optim.cu",
+        "aicfc_accumulate_grad_f32",
+        (("every", "int64_t"), ("n", "int64_t")),
+        flags=_INPLACE,
+        launcher="launch_accumulate_grad",
     ),
 ]
 

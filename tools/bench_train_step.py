@@ -21,6 +21,11 @@ Frameworks, one process, one GPU, the same data:
     aicfc-plan      aicfc-first with the branch-aware memory plan (change 1)
     aicfc-fused     aicfc-plan with the dX products fused into the backward
                     epilogues (gemm_epilogue_grad; change 2, without the hoisted updates)
+    aicfc-loop      aicfc-graph with the training loop inside the graph: a warm-up-then-
+                    cosine SequentialLR and clip_grad_norm_(1.0) (aicfc/training.py); the
+                    table's last lines give its cost over aicfc-graph, same process:
+                    python tools/bench_train_step.py --configs small --precisions fp32 \
+                        --frameworks aicfc-graph,aicfc-loop
     aicfc-chain     the same graph captured from one stream: a chain in program
                     order (CupyBackend(graph_streams=1), the graph of session 2)
     aicfc-tuned     the same after runtime/cuda/autotune.py timed every GEMM candidate of
@@ -78,6 +83,7 @@ FRAMEWORKS = (
     "aicfc-plan",
     "aicfc-fused",
     "aicfc-graph",
+    "aicfc-loop",
     "aicfc-chain",
     "aicfc-tuned",
     "aicfc-eager",
@@ -200,6 +206,23 @@ def variant_steps(steps: tuple[Any, ...], variant: str) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def loop_options(steps: int) -> Any:
+    """The training loop of the aicfc-loop row: 10% warm-up then cosine over `steps`
+    updates, and clip_grad_norm_(1.0)."""
+    from aicfc.optim import lr_scheduler
+    from aicfc.training import TrainingOptions
+
+    warmup = max(1, steps // 10)
+    schedule = lr_scheduler.SequentialLR(
+        [
+            lr_scheduler.LinearLR(start_factor=0.01, total_iters=warmup),
+            lr_scheduler.CosineAnnealingLR(T_max=steps - warmup),
+        ],
+        milestones=[warmup],
+    )
+    return TrainingOptions(lr_scheduler=schedule, clip_grad_norm=1.0)
+
+
 def aicfc_program(
     widths: tuple[int, ...],
     tf32: bool,
@@ -207,6 +230,7 @@ def aicfc_program(
     autotune_cache: str = "",
     streams: int = 4,
     variant: str = "",
+    options: Any = None,
 ) -> Any:
     from aicfc import nn, optim
     from aicfc.program import Program
@@ -222,7 +246,9 @@ def aicfc_program(
     backend = CupyBackend(
         graph=graph, tf32=tf32, autotune_cache=autotune_cache, graph_streams=streams
     )
-    prog = Program(nn.Sequential(*layers), "cross_entropy", optim.Adam(lr=LR), backend)
+    prog = Program(
+        nn.Sequential(*layers), "cross_entropy", optim.Adam(lr=LR), backend, options=options
+    )
     # A benchmark's override of the pipeline, before anything is compiled (not an API).
     prog._steps = variant_steps(prog._steps, variant)
     return prog
@@ -235,6 +261,7 @@ def bench_aicfc(
     autotune_cache: str = "",
     streams: int = 4,
     variant: str = "",
+    training_loop: bool = False,
 ) -> dict[str, Any]:
     import cupy
 
@@ -244,7 +271,8 @@ def bench_aicfc(
     batch, widths = CONFIGS[config]
     x, y = make_data(batch, widths)
     xd, yd = cupy.asarray(x), cupy.asarray(y)
-    prog = aicfc_program(widths, tf32, graph, autotune_cache, streams, variant)
+    options = loop_options(100 * steps_for(config)) if training_loop else None
+    prog = aicfc_program(widths, tf32, graph, autotune_cache, streams, variant, options)
     if variant == "first":  # device-input copies outside the graph, as before
         prog.executable("train_step", batch).in_graph_copies = InGraphCopies(max_captures=0)
     # compile, warm up (eager), capture the device-input graph (the third step: the
@@ -584,6 +612,7 @@ RUNNERS: dict[str, Callable[[str, bool], dict[str, Any]]] = {
     "aicfc-first": lambda c, t: bench_aicfc(c, t, graph=True, variant="first"),
     "aicfc-plan": lambda c, t: bench_aicfc(c, t, graph=True, variant="plan"),
     "aicfc-fused": lambda c, t: bench_aicfc(c, t, graph=True, variant="fused"),
+    "aicfc-loop": lambda c, t: bench_aicfc(c, t, graph=True, training_loop=True),
     "aicfc-chain": lambda c, t: bench_aicfc(c, t, graph=True, streams=1),
     "aicfc-tuned": bench_aicfc_tuned,
     "aicfc-eager": lambda c, t: bench_aicfc(c, t, graph=False),
@@ -697,7 +726,24 @@ def main(argv: list[str] | None = None) -> int:
         write_text(args.json, json.dumps(results, indent=1))  # atomically
     print()
     print(table(results, args.configs.split(","), args.precisions.split(","), args.markdown))
+    print_loop_cost(results)
     return 0
+
+
+def print_loop_cost(results: list[dict[str, Any]]) -> None:
+    """What the schedule and clipping add per step: aicfc-loop minus aicfc-graph (graph
+    replay, same process), where both rows were measured."""
+    by_key = {(r["config"], r["precision"], r["framework"]): r for r in results if "seconds" in r}
+    for (config, precision, fw), loop in by_key.items():
+        base = by_key.get((config, precision, "aicfc-graph"))
+        if fw != "aicfc-loop" or base is None:
+            continue
+        extra = (loop["seconds"] - base["seconds"]) * 1e6
+        launches = loop["launches"] - base["launches"]
+        print(
+            f"{config} {precision}: schedule + clip_grad_norm_(1.0) add {extra:+.1f} us/step "
+            f"({launches:+d} launches) over aicfc-graph"
+        )
 
 
 if __name__ == "__main__":

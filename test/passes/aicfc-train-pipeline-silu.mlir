@@ -37,8 +37,12 @@ func.func @train_step(
   %logits = graph.matmul %h, %w2 transpose_b : (tensor<1024x1024xf32>, tensor<10x1024xf32>) -> tensor<1024x10xf32>
   %loss = graph.cross_entropy %logits, %y : (tensor<1024x10xf32>, tensor<1024xi32>) -> tensor<f32>
   %g1, %gb, %g2 = autodiff.backward %loss wrt %w1, %b1, %w2 : tensor<f32>, (tensor<1024x512xf32>, tensor<1024xf32>, tensor<10x1024xf32>) -> (tensor<1024x512xf32>, tensor<1024xf32>, tensor<10x1024xf32>)
-  %w1n = autodiff.sgd_step %w1, %g1 lr = 1.000000e-02 : (tensor<1024x512xf32>, tensor<1024x512xf32>) -> tensor<1024x512xf32>
-  %b1n = autodiff.sgd_step %b1, %gb lr = 1.000000e-02 : (tensor<1024xf32>, tensor<1024xf32>) -> tensor<1024xf32>
-  %w2n = autodiff.sgd_step %w2, %g2 lr = 1.000000e-02 : (tensor<10x1024xf32>, tensor<10x1024xf32>) -> tensor<10x1024xf32>
+  %h_lr = graph.constant dense<1.000000e-02> : tensor<f64>
+  %h_mu = graph.constant dense<0.0> : tensor<f64>
+  %h_wd = graph.constant dense<0.0> : tensor<f64>
+  %h_one = graph.constant dense<1.0> : tensor<f32>
+  %w1n = autodiff.sgd_step %w1, %g1 lr(%h_lr) momentum(%h_mu) weight_decay(%h_wd) grad_scale(%h_one) apply(%h_one) : tensor<1024x512xf32>, tensor<f64>, tensor<f32>, tensor<f32>
+  %b1n = autodiff.sgd_step %b1, %gb lr(%h_lr) momentum(%h_mu) weight_decay(%h_wd) grad_scale(%h_one) apply(%h_one) : tensor<1024xf32>, tensor<f64>, tensor<f32>, tensor<f32>
+  %w2n = autodiff.sgd_step %w2, %g2 lr(%h_lr) momentum(%h_mu) weight_decay(%h_wd) grad_scale(%h_one) apply(%h_one) : tensor<10x1024xf32>, tensor<f64>, tensor<f32>, tensor<f32>
   func.return %loss, %w1n, %b1n, %w2n : tensor<f32>, tensor<1024x512xf32>, tensor<1024xf32>, tensor<10x1024xf32>
 }

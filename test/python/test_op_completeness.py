@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from xdsl.ir import Operation
-from xdsl.irdl import IRDLOperation, OptOperandDef, VarOperandDef
+from xdsl.irdl import IRDLOperation, VarOperandDef
 
 from aicfc.dialects.activation_table import FACTS, Saved
 from aicfc.dialects.autodiff import Autodiff
@@ -139,18 +139,15 @@ def test_op_has_numpy_reference(d: str, op: type[Operation]) -> None:
     assert issubclass(op, IRDLOperation), f"{op.name} is not an IRDL op"
     definition = op.get_irdl_definition()
     operands = [name for name, _ in definition.operands]
-    kind = definition.operands[0][1] if operands else None
-    if (
-        len(operands) == 1
-        and isinstance(kind, VarOperandDef)
-        and not isinstance(kind, OptOperandDef)
-    ):
-        # one variadic operand (graph.concat's inputs): the function takes *arrays
-        assert not positional and any(p.kind == p.VAR_POSITIONAL for p in params), (
-            f"REFERENCE[{op.__name__}] = {fn.__name__} must take the variadic operand "
-            f"{operands[0]} as *arrays"
+    variadic = [name for name, d in definition.operands if isinstance(d, VarOperandDef)]
+    if variadic and any(p.kind == p.VAR_POSITIONAL for p in params):
+        # The last operand is variadic: `*arrays` takes its values (the interpreter passes
+        # the operands flattened), after one positional parameter per other operand.
+        assert operands[-1] == variadic[-1] and len(variadic) == 1, (
+            f"REFERENCE[{op.__name__}] = {fn.__name__} takes *args, which only a single, "
+            f"last variadic operand can fill; the op has operands {operands}"
         )
-        positional = [None]  # type: ignore[list-item]
+        operands = operands[:-1]
     assert len(positional) == len(operands), (
         f"REFERENCE[{op.__name__}] = {fn.__name__} takes {len(positional)} arrays "
         f"({[p.name for p in positional]}) but the op has operands {operands}"

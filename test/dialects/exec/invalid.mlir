@@ -75,6 +75,24 @@ exec.program @buffer_role_tmp {
 
 // -----
 
+exec.program @buffer_init_of_a_param {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: exec.buffer "w": only a state has an initial value (init), this is a param
+  %w = exec.buffer "w" init = dense<1.0> : tensor<4xf32> : !exec.buffer<4xf32, param>
+  exec.graph {
+  }
+}
+
+// -----
+
+exec.program @buffer_init_type {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: exec.buffer "lr": init is tensor<f32>, the buffer is !exec.buffer<f64, state>
+  %lr = exec.buffer "lr" init = dense<1.0> : tensor<f32> : !exec.buffer<f64, state>
+  exec.graph {
+  }
+}
+
+// -----
+
 exec.program @alloc_role_param {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: exec.alloc: role must be tmp, got !exec.buffer<4xf32, param>
   %a = exec.alloc : !exec.buffer<4xf32, param>
@@ -139,7 +157,7 @@ exec.program @launch_output_twice {
 exec.program @launch_unknown_alias {
   %t = exec.alloc : !exec.buffer<4xf32, tmp>
   exec.graph {
-    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.launch "numpy.relu": unknown alias policy "out1_in0" (known: adam_triplet, out0_in0, sgd_pair)
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.launch "numpy.relu": unknown alias policy "out1_in0" (known: accumulate_pair, adam_triplet, out0_in0, sgd_pair)
     exec.launch "numpy.relu"(%t) outs(%t) alias = "out1_in0" : (!exec.buffer<4xf32, tmp>) -> (!exec.buffer<4xf32, tmp>)
   }
 }

@@ -84,12 +84,12 @@ def test_bad_scalars_are_errors_naming_kernel_and_parameter(ctype, value, messag
 
 
 def test_pack_scalars_follows_the_abi_order_and_names_a_missing_one():
-    spec = registry.get("cuda.sgd_step_f32")
-    values = {"n": 5, "nesterov": 0, "weight_decay": 0.0, "momentum": 0.9, "lr": 0.1}
+    spec = registry.get("cuda.clip_grad_norm_f32")
+    values = {"max_norm": 1.0, "chunk": 1024, "nchunks": 3, "ntensors": 2, "meta": 1 << 40}
     packed = pack_scalars(spec, values)
-    assert [type(v) for v in packed] == [np.float64] * 3 + [np.int32, np.int64]
-    del values["lr"]
-    with pytest.raises(CudaKernelError, match="its ABI lists scalar 'lr'"):
+    assert [type(v) for v in packed] == [np.uint64] + [np.int32] * 3 + [np.float64]
+    del values["max_norm"]
+    with pytest.raises(CudaKernelError, match="its ABI lists scalar 'max_norm'"):
         pack_scalars(spec, values)
 
 
@@ -140,6 +140,18 @@ def i(*shape: int, dtype: Any = np.int32) -> FakeArray:
     return FakeArray(shape, np.dtype(dtype))
 
 
+def d() -> FakeArray:
+    """A hyperparameter: a float64 scalar (the train step's state)."""
+    return FakeArray((), np.dtype(np.float64))
+
+
+HYPER_ADAM = [d(), d(), d(), d(), d(), f(), f()]
+"""lr, beta1, beta2, eps, weight_decay, grad_scale, apply."""
+HYPER_SGD = [d(), d(), d(), f(), f()]
+"""lr, momentum, weight_decay, grad_scale, apply."""
+SCHEDULE = {"kinds": "linear,cosine", "milestones": (5,), "coefficients": (0.1, 1.0, 5.0, 0.0) * 2}
+
+
 # op -> (inputs, outputs, params) of a representative launch
 CASES: dict[str, tuple[list[Any], list[Any], dict[str, Any]]] = {
     "graph.matmul": ([f(8, 4), f(4, 6)], [f(8, 6)], {}),
@@ -165,8 +177,16 @@ CASES: dict[str, tuple[list[Any], list[Any], dict[str, Any]]] = {
     "graph.broadcast_to": ([f(3, 1)], [f(2, 3, 4)], {"shape": (2, 3, 4)}),
     "graph.dropout": ([f(8, 6), i(dtype=np.int64)], [f(8, 6)], {"p": 0.1, "seed": 3}),
     "autodiff.dropout_grad": ([f(8, 6), i(dtype=np.int64)], [f(8, 6)], {"p": 0.1, "seed": 3}),
-    "autodiff.sgd_step": ([f(6), f(6), f(6)], [f(6), f(6)], {"lr": 0.1, "momentum": 0.9}),
-    "autodiff.adam_step": ([f(6), f(6), f(6), f(6), f()], [f(6), f(6), f(6), f()], {"lr": 0.1}),
+    "autodiff.sgd_step": ([f(6), f(6), *HYPER_SGD, f(6)], [f(6), f(6)], {"nesterov": True}),
+    "autodiff.adam_step": ([f(6), f(6), f(6), f(6), f(), *HYPER_ADAM], [f(6), f(6), f(6), f()], {}),
+    "autodiff.lr_schedule": (
+        [i(dtype=np.int64), f(), d(), d()],
+        [i(dtype=np.int64), d(), d()],
+        SCHEDULE,
+    ),
+    "autodiff.clip_grad_norm": ([f(8, 6), f(6), f(3000)], [f(), f()], {"max_norm": 1.0}),
+    "autodiff.accumulation_step": ([i(dtype=np.int64)], [i(dtype=np.int64), f()], {"every": 4}),
+    "autodiff.accumulate_grad": ([f(8, 6), f(8, 6), f()], [f(8, 6), f(8, 6)], {"every": 4}),
     "graph.layer_norm": ([f(2, 5, 48), f(48), f(48)], [f(2, 5, 48), f(2, 5), f(2, 5)], {}),
     "graph.add_layer_norm": (
         [f(2, 5, 48), f(2, 5, 48), f(48), f(48)],
@@ -461,17 +481,48 @@ BAD_BUFFERS: dict[str, tuple[list[Any], list[Any], dict[str, Any], str]] = {
         "x is float32",
     ),
     "cuda.sgd_step_f32": (
-        [f(6), f(6), f(6)],
+        [f(6), f(6), *HYPER_SGD, f(6)],
         [f(6)],
-        {"lr": 0.1, "momentum": 0.9},
+        {},
         "a momentum buffer needs both its value and its next value",
+    ),
+    "cuda.sgd_step_f32 ": (
+        [f(6), f(6), f(), d(), d(), f(), f()],
+        [f(6)],
+        {},
+        r"lr must be a float64 scalar, got float32\[\]",
+    ),
+    "cuda.lr_schedule": (
+        [i(dtype=np.int64), f(), d()],
+        [i(dtype=np.int64), d(), d()],
+        SCHEDULE,
+        "one lr result per initial_lr",
+    ),
+    "cuda.clip_grad_norm_f32": (
+        [f(8, 6), FakeArray((6,), np.dtype(np.float64))],
+        [f(), f()],
+        {"max_norm": 1.0},
+        r"gradient #1 must be float32, got float64\[6\]",
+    ),
+    "cuda.accumulation_step": (
+        [i(dtype=np.int64)],
+        [i(dtype=np.int64), f()],
+        {"every": 0},
+        "every = 0 is below 1",
+    ),
+    "cuda.accumulate_grad_f32": (
+        [f(8, 6), f(8, 5), f()],
+        [f(8, 6), f(8, 6)],
+        {"every": 2},
+        "operand #1 is float32",
     ),
 }
 
 
-@pytest.mark.parametrize("kernel", list(BAD_BUFFERS))
-def test_buffers_that_do_not_fit_the_kernel_are_refused_naming_it(kernel):
-    ins, outs, params, message = BAD_BUFFERS[kernel]
+@pytest.mark.parametrize("case_name", list(BAD_BUFFERS))
+def test_buffers_that_do_not_fit_the_kernel_are_refused_naming_it(case_name):
+    kernel = case_name.strip()  # a trailing space: a second case of the kernel
+    ins, outs, params, message = BAD_BUFFERS[case_name]
     with pytest.raises(CudaKernelError, match=re.escape(f'kernel "{kernel}": ') + message):
         launches_for(registry.get(kernel), ins, outs, params, FakeCtx())
 
@@ -485,8 +536,8 @@ def test_a_buffer_count_the_kernel_does_not_take_is_refused_naming_it():
     ):
         launches_for(spec, [f(8, 10), i(8)], [f(8, 10)], {}, FakeCtx())
     adam = registry.get("cuda.adam_step_multi_tensor_f32")
-    with pytest.raises(CudaKernelError, match="takes param, grad, exp_avg, exp_avg_sq and step"):
-        launch_adam_group(adam, [([f(6), f(6)], [f(6)])], {"lr": 0.1}, FakeCtx())
+    with pytest.raises(CudaKernelError, match="takes param, grad, exp_avg, exp_avg_sq, step, lr"):
+        launch_adam_group(adam, [([f(6), f(6)], [f(6)])], {}, FakeCtx())
 
 
 def test_linear_on_rank_3_inputs_folds_the_leading_dims_into_one_product():
@@ -555,26 +606,27 @@ def test_reduce_view():
 def test_adam_steps_with_equal_params_group_into_one_launch():
     adam = registry.get("cuda.adam_step_multi_tensor_f32")
     relu = registry.get("cuda.relu_f32")
-    p1, p2 = {"lr": 0.1}, {"lr": 0.2}
+    p1, p2 = {}, {"decoupled_weight_decay": True}
     groups = group_steps([relu, adam, adam, None, adam, adam, adam], [{}, p1, p1, {}, p1, p1, p2])
     assert [g.indices for g in groups] == [(0,), (1, 2), (3,), (4, 5), (6,)]
     ctx = FakeCtx()
     group = [
-        ([f(3000), f(3000), f(3000), f(3000), f()], [f(3000), f(3000), f(3000), f()]),
-        ([f(5), f(5), f(5), f(5), f()], [f(5), f(5), f(5), f()]),
+        ([f(3000), f(3000), f(3000), f(3000), f(), *HYPER_ADAM], [f(3000), f(3000), f(3000), f()]),
+        ([f(5), f(5), f(5), f(5), f(), *HYPER_ADAM], [f(5), f(5), f(5), f()]),
     ]
     (la,) = launch_adam_group(adam, group, p1, ctx)
     assert isinstance(la, cuda_abi.KernelLaunch)
     chunk = int(la.args[4])
     assert la.grid == (-(-3000 // chunk) + 1,)
-    table = ctx.last_table
-    assert table.size == 2 * 10 + 2 * la.grid[0] and table[9] == 3000 and table[19] == 5
+    table = ctx.last_table  # per tensor: 12 inputs, 4 outputs, its size
+    assert table.size == 2 * 17 + 2 * la.grid[0] and table[16] == 3000 and table[33] == 5
 
 
-def test_nanogpts_weight_decay_groups_lower_to_two_multi_tensor_adam_launches():
+def test_nanogpts_weight_decay_groups_share_one_multi_tensor_adam_launch():
     """AdamW(weight_decay_min_rank=2) on a GPT: the train step's updates are emitted group by
-    group, so the plan's Adam steps form two runs of equal params (matrices and tables
-    decayed by 0.1, then every bias and layer-norm weight with weight_decay 0)."""
+    group (matrices and tables, then every bias and layer-norm weight), and the plan's
+    Adam steps stay one multi-tensor run: each tensor's row reads its own group's
+    weight_decay state (optim.0.weight_decay = 0.1, optim.1.weight_decay = 0)."""
     from aicfc import optim
     from aicfc.models.gpt import GPT, GPTConfig
     from aicfc.runtime.plan import LaunchStep
@@ -587,10 +639,15 @@ def test_nanogpts_weight_decay_groups_lower_to_two_multi_tensor_adam_launches():
     params = [s.params if isinstance(s, LaunchStep) else {} for s in steps]
     adam = registry.get("cuda.adam_step_multi_tensor_f32")
     groups = [g for g in group_steps(specs, params) if specs[g.indices[0]] is adam]
-    decays = [float(params[g.indices[0]]["weight_decay"]) for g in groups]
-    sizes = [len(g.indices) for g in groups]
+    assert len(groups) == 1, "one launch over both param groups"
+    decay_buffers = []
+    for k in groups[0].indices:
+        step = steps[k]
+        assert isinstance(step, LaunchStep)
+        decay_buffers.append(plan.buffers[step.inputs[9]].name)  # operand 9: weight_decay
     # 2 tables + 4 matrices per layer; 2 x 2 layer norms + 4 biases per layer, and ln_f's 2
-    assert (decays, sizes) == ([0.1, 0.0], [2 + 4 * 2, 8 * 2 + 2])
+    expected = ["optim.0.weight_decay"] * (2 + 4 * 2) + ["optim.1.weight_decay"] * (8 * 2 + 2)
+    assert decay_buffers == expected
 
 
 def test_fused_loss_sums_the_bias_gradient_itself_only_while_that_is_cheap():
