@@ -8,9 +8,12 @@ stage "graph".
     graph          the train step / predict as built (forward, loss, autodiff.backward, optimizer)
     fused          aicfc-fuse: gemm -> bias_add -> act becomes graph.gemm_epilogue
     backward       aicfc-expand-backward: autodiff.backward replaced by VJP ops
-    fused-backward aicfc-fuse again: act_grad + bias-grad reduce become autodiff.epilogue_grad
+    fused-backward aicfc-fuse again: act_grad + bias-grad reduce become autodiff.epilogue_grad,
+                   and a product feeding one autodiff.gemm_epilogue_grad
     canonical      xDSL's canonicalize, aicfc-fold-constants and cse (constants folded,
                    duplicate constants and products merged)
+    hoisted        aicfc-hoist-updates: each optimizer update right after its gradients
+                   and its parameter's last reader
     exec           aicfc-lower-exec{backend=...}: exec.program with buffers and launches
     inplace        aicfc-fold-inplace: alias policies applied where use-def proves it safe
     planned        aicfc-plan-memory: tmp buffers share an arena where lifetimes allow
@@ -76,6 +79,7 @@ def train_pipeline(
         Step("backward", "aicfc-expand-backward"),
         Step("fused-backward", "aicfc-fuse"),
         Step("canonical", "canonicalize,aicfc-fold-constants,cse"),
+        Step("hoisted", "aicfc-hoist-updates"),
         Step("exec", f"aicfc-lower-exec{{{lower}}}"),
         Step("inplace", f"aicfc-fold-inplace{{enable={inplace_opt}}}"),
         Step("planned", "aicfc-plan-memory"),

@@ -61,6 +61,11 @@ KERNELS: tuple[KernelSpec, ...] = (
         "gemm:gemm_epilogue",
         constraints=Constraints(activations=("none", *EPILOGUE_ACTIVATIONS)),
     ),
+    _out(
+        "autodiff.gemm_epilogue_grad",
+        "gemm:gemm_epilogue_grad",
+        constraints=Constraints(activations=EPILOGUE_ACTIVATIONS),
+    ),
     # elementwise: every activation of the activation table and its gradient
     _out("graph.bias_add", "elementwise:bias_add"),
     _out("graph.add", "elementwise:add", _NUMBERS),

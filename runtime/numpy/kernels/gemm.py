@@ -1,4 +1,5 @@
-"""Matrix products: matmul and the GEMM epilogue, written into their planned destination.
+"""Matrix products: matmul, the GEMM epilogue and gemm_epilogue_grad, written into their
+planned destination.
 
 `np.matmul(a, b, out=y)` hands BLAS (sgemm/dgemm) the destination buffer itself;
 a transposed operand is a view (`a.T`), which BLAS reads as a transposed matrix,
@@ -22,7 +23,7 @@ from aicfc.runtime.numpy.kernels.common import (
     param,
     same_layout,
 )
-from aicfc.runtime.numpy.kernels.elementwise import ACTIVATIONS
+from aicfc.runtime.numpy.kernels.elementwise import ACTIVATION_GRADS, ACTIVATIONS
 
 
 def operands(ins: Arrays, params: Params) -> tuple[np.ndarray, np.ndarray]:
@@ -85,3 +86,29 @@ def gemm_epilogue(ins: Arrays, outs: Arrays, params: Params, scratch: Scratch) -
         activate()
 
     return product_bias
+
+
+def gemm_epilogue_grad(ins: Arrays, outs: Arrays, params: Params, scratch: Scratch) -> Step:
+    """(dZ, dbias) = epilogue_grad(op(A) op(B), saved): the product into dZ, then the
+    activation gradient in place (each reads dY before writing dZ there) and the column
+    sums, as epilogue_grad computes them."""
+    expect(ins, 3, "inputs")
+    expect(outs, 2, "outputs")
+    a, b = operands(ins[:2], params)
+    saved = ins[2]
+    dz, dbias = outs
+    shape = (a.shape[0], b.shape[1])
+    same_layout(saved, shape, a.dtype, "the saved forward value")
+    same_layout(dz, shape, a.dtype, "the pre-activation gradient")
+    same_layout(dbias, shape[1:], a.dtype, "the bias gradient")
+    act = str(param(params, "act"))
+    if act not in ACTIVATION_GRADS:
+        raise Unsupported(f"act={act!r}")
+    grad = ACTIVATION_GRADS[act](dz, saved, dz, scratch)
+
+    def step() -> None:
+        np.matmul(a, b, out=dz)
+        grad()
+        np.add.reduce(dz, axis=0, out=dbias)
+
+    return step

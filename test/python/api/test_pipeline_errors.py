@@ -19,13 +19,13 @@ CASES = [
         "aicfc-fsue",
         "unknown pass 'aicfc-fsue'; did you mean 'aicfc-fuse'? available: aicfc-analyze, "
         "aicfc-data-parallel, aicfc-expand-backward, aicfc-fold-constants, aicfc-fold-inplace, "
-        "aicfc-fold-linear, aicfc-fuse, aicfc-lower-exec, aicfc-plan-memory, aicfc-train-pipeline "
-        "and xDSL's (canonicalize, cse, dce); see docs/passes.md",
+        "aicfc-fold-linear, aicfc-fuse, aicfc-hoist-updates, aicfc-lower-exec, aicfc-plan-memory, "
+        "aicfc-train-pipeline and xDSL's (canonicalize, cse, dce); see docs/passes.md",
     ),
     (
         "aicfc-fuse{bogus=1}",
         "bad pass options in 'aicfc-fuse{bogus=1}': aicfc-fuse has no option 'bogus' "
-        "(its options: patterns)",
+        "(its options: patterns, exclude)",
     ),
     (
         "cse,aicfc-fuse{patterns=1}",

@@ -37,6 +37,7 @@ from aicfc.runtime.cuda.launchers.gemm import gemm_mnk
 from aicfc.runtime.cuda.launchers.optim import launch_adam_group
 from aicfc.runtime.cuda.launchers.reduce import reduce_view
 from aicfc.runtime.errors import BackendUnavailable
+from aicfc.runtime.registry_cuda import COMPOSITE_PRODUCTS, EPILOGUE_GRAD_KERNEL
 from aicfc.runtime.selector import gemm_dims
 
 
@@ -156,6 +157,11 @@ CASES: dict[str, tuple[list[Any], list[Any], dict[str, Any]]] = {
     "graph.matmul": ([f(8, 4), f(4, 6)], [f(8, 6)], {}),
     "graph.gemm_epilogue": ([f(8, 4), f(4, 6), f(6)], [f(8, 6), f(8, 6)], {"act": "gelu"}),
     "autodiff.epilogue_grad": ([f(8, 6), f(8, 6)], [f(8, 6), f(6)], {"act": "relu"}),
+    "autodiff.gemm_epilogue_grad": (
+        [f(8, 4), f(4, 6), f(8, 6)],
+        [f(8, 6), f(6)],
+        {"act": "relu"},
+    ),
     "graph.reduce_sum": ([f(8, 6)], [f(6)], {"axes": (0,)}),
     "graph.cross_entropy": ([f(8, 10), i(8)], [f()], {}),
     "autodiff.cross_entropy_grad": ([f(8, 10), i(8), f()], [f(8, 10)], {}),
@@ -273,14 +279,23 @@ OWN_SOURCE = [
 @pytest.mark.parametrize("spec", OWN_SOURCE, ids=lambda k: k.name)
 def test_each_launcher_gives_buffers_then_exactly_its_abi_scalars(spec):
     """Every launch (the entry's own, and any auxiliary kernel's of its family) passes
-    buffers, then exactly its kernel's ABI scalars in their C types."""
+    buffers, then exactly its kernel's ABI scalars in their C types. A "composite" entry
+    runs its product kernel (COMPOSITE_PRODUCTS), then the epilogue_grad kernel its
+    symbol names, each an entry of its own."""
     ins, outs, params = case(spec)
     launches = launches_for(spec, ins, outs, params, FakeCtx())
-    assert len(launches) == LAUNCHES.get(spec.op, 1)
-    assert spec.name in [la.name for la in launches]
+    if "composite" in spec.flags:
+        product, follow = COMPOSITE_PRODUCTS[spec.name], EPILOGUE_GRAD_KERNEL
+        assert [la.name for la in launches] == [product, follow]
+        assert registry.get(follow).symbol == spec.symbol
+    else:
+        assert len(launches) == LAUNCHES.get(spec.op, 1)
+        assert spec.name in [la.name for la in launches]
     for la in launches:
         kernel = registry.get(la.name)
-        assert kernel.source == spec.source and (kernel is spec or "auxiliary" in kernel.flags)
+        if "composite" not in spec.flags:
+            assert kernel.source == spec.source
+            assert kernel is spec or "auxiliary" in kernel.flags
         assert isinstance(la, cuda_abi.KernelLaunch) and la.function == f"<{kernel.symbol}>"
         scalars = la.args[len(la.args) - len(kernel.abi) :]
         c_types = [cuda_abi.C_SCALAR_TYPES[c] for _, c in kernel.abi]

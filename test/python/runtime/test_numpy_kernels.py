@@ -180,6 +180,24 @@ CASES: dict[str, Case] = {
     "epilogue_grad_silu": Case(
         "autodiff.epilogue_grad", (normal(7, 5), normal(7, 5)), {"act": "silu"}, 2
     ),
+    "gemm_epilogue_grad_relu": Case(
+        "autodiff.gemm_epilogue_grad",
+        (normal(7, 3), normal(3, 5), relu_out(7, 5)),
+        {"act": "relu"},
+        2,
+    ),
+    "gemm_epilogue_grad_gelu_tt": Case(
+        "autodiff.gemm_epilogue_grad",
+        (normal(3, 7), normal(5, 3), normal(7, 5)),
+        {"act": "gelu", "transpose_a": True, "transpose_b": True},
+        2,
+    ),
+    "gemm_epilogue_grad_silu_nt": Case(
+        "autodiff.gemm_epilogue_grad",
+        (normal(7, 10), normal(5, 10), normal(7, 5)),
+        {"act": "silu", "transpose_b": True},
+        2,
+    ),
     "reduce_rows": Case("graph.reduce_sum", (normal(9, 5),), {"axes": (0,)}),
     "reduce_keepdims": Case(
         "graph.reduce_sum", (normal(4, 5, 3),), {"axes": (2, 0), "keepdims": True}
@@ -392,6 +410,12 @@ LARGE: dict[str, Case] = {
     ),
     "epilogue_grad_gelu": Case(
         "autodiff.epilogue_grad", (normal(128, 256), normal(128, 256)), {"act": "gelu"}, 2
+    ),
+    "gemm_epilogue_grad_relu": Case(
+        "autodiff.gemm_epilogue_grad",
+        (normal(128, 10), normal(10, 256), relu_out(128, 256)),
+        {"act": "relu"},
+        2,
     ),
     "cross_entropy_with_grad": Case(
         "autodiff.cross_entropy_with_grad",

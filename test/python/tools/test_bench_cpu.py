@@ -36,9 +36,10 @@ def test_bench_cpu_digits_one_round(tmp_path, capsys):
     assert set(rows) == set(frameworks.split(","))
     for r in rows.values():
         assert r["seconds"] > 0 and r["threads"] == 1
-    assert rows["aicfc"]["bound"] == rows["aicfc"]["launches"] == 17
+    # 17 launches before the dX products absorbed the two backward epilogues
+    assert rows["aicfc"]["bound"] == rows["aicfc"]["launches"] == 15
     assert rows["aicfc-reference"]["bound"] == 0
     # the out= kernels allocate no array of the step's sizes; the reference kernels do
     assert rows["aicfc"]["alloc"]["peak_bytes"] < rows["aicfc-reference"]["alloc"]["peak_bytes"] / 4
     table = capsys.readouterr().out
-    assert "digits            aicfc" in table and "17 of 17 launches bound" in table
+    assert "digits            aicfc" in table and "15 of 15 launches bound" in table
