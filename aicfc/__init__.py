@@ -10,6 +10,7 @@ Train a model (NumPy backend by default where no GPU is usable):
     prog = aicfc.compile(model, loss="cross_entropy", optimizer=optim.Adam(lr=1e-3))
     loss = prog.step(x, y)            # x float32 [N, 64], y integer labels [N]
     logits = prog.predict(x_test)
+    prog.save("ckpt.safetensors")     # everything the next step depends on; prog.load(path)
     print(prog.mlir("fused"))         # the IR after any pipeline stage
 
 Work on IR directly: `aicfc.parse`, `aicfc.print`, `aicfc.run_pipeline`, `aicfc.run`.
@@ -45,6 +46,9 @@ _LAZY: dict[str, tuple[str, str]] = {
     "BackendUnavailable": ("aicfc.runtime.errors", "BackendUnavailable"),
     "IRError": ("aicfc.ir", "IRError"),
     "IncompatibleKeys": ("aicfc.program", "IncompatibleKeys"),
+    "load": ("aicfc.checkpoint", "read"),
+    "Checkpoint": ("aicfc.checkpoint", "Checkpoint"),
+    "CheckpointError": ("aicfc.checkpoint", "CheckpointError"),
 }
 _SUBMODULES = ("nn", "optim", "builder", "pipelines")
 

@@ -49,12 +49,12 @@ def backend_class(name: str) -> type[Backend]:
     return cls
 
 
-def _create(name: str) -> Backend:
+def _create(name: str, **options: object) -> Backend:
     cls = backend_class(name)
     reason = cls.unavailable_reason()
     if reason:
         raise BackendUnavailable(f"backend {name!r} cannot run here: {reason}")
-    return cls()
+    return cls(**options)
 
 
 def get_backend(name: str = "auto") -> Backend:
@@ -68,14 +68,15 @@ def get_backend(name: str = "auto") -> Backend:
     return resolve_backend(name)[0]
 
 
-def resolve_backend(name: str = "auto") -> tuple[Backend, str]:
+def resolve_backend(name: str = "auto", **options: object) -> tuple[Backend, str]:
     """`get_backend(name)` and why it is that backend, e.g. "requested" or, for "auto"
     without a GPU, "auto chose numpy: backend 'cupy' cannot run here: CuPy is not
     installed (pip install 'aicfc[cuda]')". The reason is also logged at INFO level on
-    the "aicfc" logger."""
+    the "aicfc" logger. `options` go to the backend's constructor (a named backend only:
+    `device=1` for cupy)."""
     chosen = backend_name(name, allow_auto=True)
     if chosen != AUTO:
-        return _create(chosen), "requested"
+        return _create(chosen, **options), "requested"
     try:
         backend, reason = _create("cupy"), "auto chose cupy: CuPy sees a usable GPU"
     except BackendUnavailable as e:

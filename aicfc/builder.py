@@ -4,12 +4,16 @@ The train step is a pure function (docs/architecture.md §1):
 
     func.func @train_step(%x {input "x"}, %y {input "y"},
                           %p {param "0.weight"}, %m {state "0.weight.exp_avg"}, ...,
-                          %offset {state "rng.offset"})          // only with dropout
-        -> (loss, next "0.weight", next "0.weight.exp_avg", ..., next "rng.offset")
+                          %offset {state "rng.offset"},          // only with dropout
+                          %lr {state "optim.0.lr"}, ...)         // the training loop's
+        -> (loss, next "0.weight", next "0.weight.exp_avg", ..., next "rng.offset", ...)
 
-    forward ops (each module emits its own) -> graph.cross_entropy | graph.mse_loss
+    the accumulation counter and the schedule (aicfc/training.py, when asked for)
+    -> forward ops (each module emits its own) -> graph.cross_entropy | graph.mse_loss
     -> autodiff.backward %loss wrt <every param>
-    -> one optimizer op per param (autodiff.adam_step / autodiff.sgd_step)
+    -> accumulation, clipping (aicfc/training.py, when asked for)
+    -> one optimizer op per param (autodiff.adam_step / autodiff.sgd_step) reading its
+       param group's hyperparameter states
     -> graph.add %offset, 1                                      // only with dropout
 
 `@predict` takes `x` and the params and returns "output"; dropout emits
@@ -19,14 +23,16 @@ result types), never from text.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from xdsl.builder import Builder
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    DenseIntOrFPElementsAttr,
     ModuleOp,
     TensorType,
     f32,
@@ -40,8 +46,23 @@ from xdsl.utils.exceptions import VerifyException
 
 from aicfc.dialects import autodiff, graph
 from aicfc.dialects.roles import make_attrs
-from aicfc.nn import EmitContext, Module, has_dropout, parameter_aliases, scalar_constant
+from aicfc.nn import (
+    EmitContext,
+    Module,
+    dropout_offset,
+    has_dropout,
+    parameter_aliases,
+    scalar_constant,
+)
 from aicfc.optim import Optimizer
+from aicfc.training import (
+    TrainingOptions,
+    emit_counters,
+    emit_updates,
+    group_layout,
+    training_state,
+    unchanged_states,
+)
 
 LOSSES: dict[str, Callable[[SSAValue, SSAValue], graph.GraphOp]] = {
     "cross_entropy": graph.CrossEntropyOp,
@@ -118,23 +139,45 @@ def param_externals(model: Module) -> list[External]:
     return [External(n, "param", p.shape, p.dtype) for n, p in model.named_parameters()]
 
 
-def initial_values(model: Module, optimizer: Optimizer | None) -> dict[str, np.ndarray]:
+def initial_values(
+    model: Module, optimizer: Optimizer | None, options: TrainingOptions | None = None
+) -> dict[str, np.ndarray]:
     """Every param and (if `optimizer`) state of the train step with its initial value.
 
     Ordered as the train step's arguments: each param then its states, then
-    `rng.offset` (int64 0) when the model has dropout. Raises TypeError when the
-    parameters are not all float32 or all float64 (`check_param_dtypes`).
+    `rng.offset` when the model has dropout (its initial value carries the dropout
+    layers' random streams, `nn.dropout_offset`), then the training loop's states
+    (aicfc/training.py `training_state`: hyperparameters, schedule and accumulation
+    counters). Raises TypeError when the parameters are not all float32 or all float64,
+    ValueError for a state name that equals a parameter's.
     """
     check_param_dtypes(model)
     values: dict[str, np.ndarray] = {}
-    for name, p in model.named_parameters():
+    params = dict(model.named_parameters())
+    per_group: dict[str, dict[str, Any]] = {}
+    if optimizer is not None:
+        for names, hyper in optimizer.groups(model):
+            per_group.update({n: hyper for n in names})
+    for name, p in params.items():
         values[name] = p.data.copy()
         if optimizer is not None:
-            for suffix, v in optimizer.init_state(p.data).items():
-                values[f"{name}.{suffix}"] = v
+            for suffix, v in optimizer.init_state(p.data, per_group[name]).items():
+                _add(values, f"{name}.{suffix}", v)
     if optimizer is not None and has_dropout(model):
-        values[RNG_OFFSET] = np.zeros((), dtype=np.int64)
+        _add(values, RNG_OFFSET, np.asarray(dropout_offset(model), dtype=np.int64))
+    if optimizer is not None:
+        for name, v in training_state(model, optimizer, options or TrainingOptions()).items():
+            _add(values, name, v)
     return values
+
+
+def _add(values: dict[str, np.ndarray], name: str, value: np.ndarray) -> None:
+    if name in values:
+        raise ValueError(
+            f"compile: the state {name!r} has the name of a parameter or another state; "
+            "rename the module that holds it"
+        )
+    values[name] = value
 
 
 def input_external(model: Module, x_shape: Sequence[int], dtype: np.dtype | type) -> External:
@@ -164,6 +207,7 @@ def _make_func(
     fn_name: str,
     args: Sequence[External],
     body: Callable[[Builder, dict[str, SSAValue]], list[tuple[str, SSAValue]]],
+    inits: Mapping[str, np.ndarray] | None = None,
 ) -> func.FuncOp:
     block = Block(arg_types=[a.type for a in args])
     for value, a in zip(block.args, args, strict=True):
@@ -175,7 +219,9 @@ def _make_func(
         fn_name,
         ([a.type for a in args], [v.type for _, v in results]),
         Region(block),
-        arg_attrs=ArrayAttr([make_attrs(a.role, a.name) for a in args]),
+        arg_attrs=ArrayAttr(
+            [make_attrs(a.role, a.name, _init_attr(a, (inits or {}).get(a.name))) for a in args]
+        ),
         res_attrs=ArrayAttr([make_attrs(name=n) for n, _ in results]),
     )
     try:  # op constructors infer types but check nothing: a module's bad emit stops here
@@ -183,6 +229,14 @@ def _make_func(
     except VerifyException as e:
         raise ValueError(f"@{fn_name}: the IR built for the model does not verify: {e}") from None
     return fn
+
+
+def _init_attr(a: External, value: np.ndarray | None) -> DenseIntOrFPElementsAttr | None:
+    """`aicfc.init` of a state that does not start at zero: its value, as a dense literal."""
+    if value is None:
+        return None
+    t: Any = a.type
+    return DenseIntOrFPElementsAttr.from_list(t, value.reshape(-1).tolist())
 
 
 def build_predict(
@@ -208,25 +262,30 @@ def build_train_step(
     x_shape: Sequence[int],
     dtype: np.dtype | type = np.float32,
     name: str = "train_step",
+    options: TrainingOptions | None = None,
 ) -> func.FuncOp:
-    """`@train_step(x, y, params and states...) -> ("loss", next params and states...)`.
+    """`@train_step(x, y, params and states...) -> ("loss"[, "grad_norm"], next params and
+    states...)`.
 
-    Raises ValueError for an unknown loss and nn.ShapeError when `x_shape`
-    does not fit the model.
+    options: the schedule, clipping, accumulation and kept gradients (aicfc/training.py);
+    None: none of them. Dropout layers in eval mode (`Module.eval()`) emit nothing, and
+    `rng.offset` then stays where it is. A state whose initial value is not zero carries
+    it as the argument attribute `aicfc.init` (aicfc-run starts it there). Raises
+    ValueError for an unknown loss and nn.ShapeError when `x_shape` does not fit the model.
     """
+    options = options or TrainingOptions()
     x = input_external(model, x_shape, dtype)
     y = target_spec(model, loss, x_shape, np.dtype(dtype))
-    init = initial_values(model, optimizer)
+    init = initial_values(model, optimizer, options)
     roles = {n: "param" for n, _ in model.named_parameters()}
-
-    def group_of(name: str) -> int:
-        return optimizer.group(tuple(init[name].shape))
-
     args = [x, y] + [
         External(n, roles.get(n, "state"), tuple(v.shape), v.dtype) for n, v in init.items()
     ]
+    inits = {n: v for n, v in init.items() if n not in roles and v.any()}
+    groups = group_layout(model, optimizer)
 
     def body(b: Builder, values: dict[str, SSAValue]) -> list[tuple[str, SSAValue]]:
+        counters = emit_counters(b, values, groups, options)
         ctx = EmitContext(
             b,
             values,
@@ -238,22 +297,27 @@ def build_train_step(
         loss_value = ctx.add(LOSSES[loss](pred, values["y"]))
         params = [n for n, _ in model.named_parameters()]
         grads = b.insert(autodiff.BackwardOp(loss_value, [values[n] for n in params])).grads
-        results: list[tuple[str, SSAValue]] = [("loss", loss_value)]
-        updated: dict[str, list[tuple[str, SSAValue]]] = {}
-        # group by group (a stable sort), the results in the parameters' order
-        grouped = sorted(zip(params, grads, strict=True), key=lambda ng: group_of(ng[0]))
-        for n, g in grouped:
-            state = {s: values[f"{n}.{s}"] for s in optimizer.state_names()}
-            new_param, new_state = optimizer.emit(b, values[n], g, state)
-            updated[n] = [(n, new_param)]
-            updated[n] += [(f"{n}.{s}", new_state[s]) for s in optimizer.state_names()]
-        results += [r for n in params for r in updated[n]]
-        if RNG_OFFSET in values:
+        outputs, nexts = emit_updates(
+            b,
+            values,
+            dict(zip(params, grads, strict=True)),
+            groups,
+            optimizer,
+            options,
+            counters,
+            element_type(dtype),
+        )
+        if RNG_OFFSET in values and has_dropout(model, training=True):
             one = scalar_constant(ctx, 1)
-            results.append((RNG_OFFSET, ctx.add(graph.AddOp(values[RNG_OFFSET], one))))
+            nexts[RNG_OFFSET] = ctx.add(graph.AddOp(values[RNG_OFFSET], one))
+        unchanged = unchanged_states(groups, optimizer) | {RNG_OFFSET}
+        results: list[tuple[str, SSAValue]] = [("loss", loss_value), *outputs]
+        for a in args[2:]:
+            assert a.name in nexts or a.name in unchanged, f"no next value of {a.name}"
+            results.append((a.name, nexts.get(a.name, values[a.name])))
         return results
 
-    return _make_func(name, args, body)
+    return _make_func(name, args, body, inits)
 
 
 def build_module(
@@ -263,6 +327,7 @@ def build_module(
     batch_size: int,
     functions: Sequence[str] = ("train_step", "predict"),
     dtype: np.dtype | type = np.float32,
+    options: TrainingOptions | None = None,
 ) -> ModuleOp:
     """A module with `@train_step` and/or `@predict` for inputs [batch_size, in_features]
     (or [batch_size, *model.input_spec().sample]: [batch_size, block_size] for a GPT)."""
@@ -273,7 +338,7 @@ def build_module(
     ops: list[func.FuncOp] = []
     for fn in functions:
         if fn == "train_step":
-            ops.append(build_train_step(model, loss, optimizer, x_shape, dtype))
+            ops.append(build_train_step(model, loss, optimizer, x_shape, dtype, options=options))
         elif fn == "predict":
             ops.append(build_predict(model, x_shape, dtype))
         else:

@@ -7,12 +7,18 @@ bound as the attribute `aicfc.compile` on import and hide the function.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from aicfc.backends import resolve_backend
 from aicfc.builder import LOSSES
 from aicfc.nn import Module
 from aicfc.optim import Adam, Optimizer
+from aicfc.optim.lr_scheduler import LRScheduler
 from aicfc.program import Program
+from aicfc.training import TrainingOptions
+
+if TYPE_CHECKING:
+    from aicfc.distributed import DataParallel
 
 
 def compile(
@@ -23,6 +29,12 @@ def compile(
     inplace: bool = True,
     tf32: bool = False,
     cache_dir: str | os.PathLike[str] | bool | None = None,
+    *,
+    lr_scheduler: LRScheduler | None = None,
+    clip_grad_norm: float | None = None,
+    accumulate: int = 1,
+    keep_gradients: bool = False,
+    data_parallel: bool | DataParallel = False,
 ) -> Program:
     """Compile `model` for training with `loss` and `optimizer` on `backend`.
 
@@ -44,13 +56,26 @@ def compile(
     cache_dir: the compile cache's folder (aicfc/compile_cache.py: the planned exec IR
                by a hash of the model's IR, the pipeline and the device); None (default)
                uses $AICFC_CACHE_DIR or ~/.cache/aicfc/compiled, False disables it.
+    lr_scheduler: an aicfc.optim.lr_scheduler schedule (LinearLR, CosineAnnealingLR,
+               SequentialLR, ...), evaluated inside the step from a device counter.
+    clip_grad_norm: max_norm of torch.nn.utils.clip_grad_norm_ applied in the step (the
+               pre-clip norm is `Program.last_grad_norm`); None: no clipping.
+    accumulate: micro-batches per optimizer update (gradient accumulation; each `step`
+               is one micro-batch, every k-th applies the mean gradient).
+    keep_gradients: keep each parameter's gradient for `Program.gradients()`.
+    data_parallel: True trains data-parallel across the processes of `aicfc-launch` (their
+               environment: RANK, WORLD_SIZE, LOCAL_RANK, AICFC_RENDEZVOUS), the cupy
+               backend on GPU LOCAL_RANK with NCCL, the numpy one with a FileCommunicator;
+               an aicfc.distributed.DataParallel gives the communicator or bucket size.
+               Parameters are broadcast from rank 0; feed each rank its shard
+               (aicfc.distributed.shard). docs/api.md, "Data-parallel training".
 
     Nothing is lowered yet: each function is built and compiled at its first
     call with a new batch shape (see Program). Raises ValueError for an
-    unknown loss or backend, nn.ShapeError (nn.LayerMismatch) for layers that do
-    not fit, TypeError for a non-aicfc model or optimizer or for parameters that
-    are not all float32 or all float64, and the runtime's BackendUnavailable when
-    backend="cupy" cannot run here.
+    unknown loss or backend or a bad training option, nn.ShapeError
+    (nn.LayerMismatch) for layers that do not fit, TypeError for a non-aicfc model
+    or optimizer or for parameters that are not all float32 or all float64, and the
+    runtime's BackendUnavailable when backend="cupy" cannot run here.
     """
     if not isinstance(model, Module):
         raise TypeError(f"compile: model must be an aicfc.nn.Module, got {type(model).__name__}")
@@ -62,7 +87,14 @@ def compile(
             f"compile: optimizer must be an aicfc.optim optimizer (Adam, AdamW, SGD), "
             f"got {type(optimizer).__name__}"
         )
-    runtime, reason = resolve_backend(backend)
+    options = TrainingOptions(lr_scheduler, clip_grad_norm, accumulate, keep_gradients)
+    dp = None
+    if data_parallel is not False:
+        from aicfc.distributed import setup_backend
+
+        runtime, reason, dp = setup_backend(backend, data_parallel)
+    else:
+        runtime, reason = resolve_backend(backend)
     return Program(
         model,
         loss,
@@ -72,4 +104,6 @@ def compile(
         tf32=tf32,
         backend_reason=reason,
         cache_dir=cache_dir,
+        options=options,
+        data_parallel=dp,
     )

@@ -15,6 +15,15 @@ from aicfc.passes.pipelines import (
     run_steps,
     stage_names,
     train_pipeline,
+    with_data_parallel,
 )
 
-__all__ = ["GRAPH_STAGE", "Step", "parse_passes", "run_steps", "stage_names", "train_pipeline"]
+__all__ = [
+    "GRAPH_STAGE",
+    "Step",
+    "parse_passes",
+    "run_steps",
+    "stage_names",
+    "train_pipeline",
+    "with_data_parallel",
+]

@@ -37,6 +37,7 @@ import itertools
 import os
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
 
@@ -44,21 +45,39 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from aicfc.builder import LABEL_DTYPE, build_predict, build_train_step, initial_values
+from aicfc.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from aicfc.compile_cache import CompileCache, cache_folder, cache_key, file_digest
 from aicfc.context import make_context
 from aicfc.dialects import exec as ex
 from aicfc.dialects.autodiff import BackwardOp
 from aicfc.dialects.roles import arg_name
+from aicfc.evaluate import Evaluation, evaluate
 from aicfc.ir import print_module
-from aicfc.nn import InputSpec, Module, ShapeError
+from aicfc.nn import InputSpec, Module, ShapeError, mode_key
 from aicfc.optim import Optimizer
+from aicfc.optim.lr_scheduler import LRScheduler
+from aicfc.param_groups import ParamGroupView, last_epoch, replace_optimizer
 from aicfc.passes.aicfc_expand_backward import unused_wrt
-from aicfc.passes.pipelines import GRAPH_STAGE, run_steps, stage_names, train_pipeline
+from aicfc.passes.pipelines import (
+    GRAPH_STAGE,
+    run_steps,
+    stage_names,
+    train_pipeline,
+    with_data_parallel,
+)
 from aicfc.runtime.backend import Backend, Executable
-from aicfc.runtime.errors import InputError
+from aicfc.runtime.errors import InputError, StoreError
 from aicfc.runtime.store import BufferStore
+from aicfc.training import (
+    GRAD_NORM,
+    GRADIENT_SUFFIX,
+    TrainingOptions,
+    group_layout,
+    transient_states,
+)
 
 if TYPE_CHECKING:
+    from aicfc.distributed import DataParallel
     from aicfc.measured import Thresholds
     from aicfc.passes.analysis import Report
 
@@ -208,6 +227,10 @@ class Program:
     the kernels that run. tf32: allow TF32 tensor-core GEMMs (about 1e-3 relative
     error); None keeps the backend's setting (`CupyBackend(tf32=...)`, False by
     default: strict fp32). The numpy backend computes in strict fp32 regardless.
+
+    data_parallel: an aicfc.distributed.DataParallel with its communicator: the train
+    step all-reduces its gradients (stage "data-parallel") and every param and state is
+    broadcast from rank 0 here (docs/api.md, "Data-parallel training").
     """
 
     def __init__(
@@ -220,11 +243,14 @@ class Program:
         tf32: bool | None = None,
         backend_reason: str = "requested",
         cache_dir: str | os.PathLike[str] | bool | None = None,
+        options: TrainingOptions | None = None,
+        data_parallel: DataParallel | None = None,
     ):
         self.model = model
         self.backend_reason = backend_reason
         self.loss = loss
-        self.optimizer = optimizer
+        self._optimizer = optimizer
+        self.options = options or TrainingOptions()
         self.backend = backend
         self.inplace = inplace
         exec_options = backend.lower_exec_options()
@@ -232,6 +258,13 @@ class Program:
             exec_options["tf32"] = tf32
         self.tf32 = bool(exec_options.get("tf32", False))
         self._steps = train_pipeline(backend.name, inplace, exec_options)
+        self.data_parallel = data_parallel
+        comm = data_parallel.communicator if data_parallel is not None else None
+        if data_parallel is not None:
+            if comm is None or backend.communicator not in (None, comm):
+                raise ValueError("Program: data_parallel needs its communicator, the backend's")
+            backend.communicator = comm
+            self._steps = with_data_parallel(self._steps, comm.world_size, data_parallel.bucket_mb)
         self.stages: tuple[str, ...] = stage_names(self._steps)
         folder = cache_folder(cache_dir)
         self.compile_cache: CompileCache | None = CompileCache(folder) if folder else None
@@ -249,13 +282,20 @@ class Program:
             except ShapeError as e:
                 raise type(e)(f"compile: the model's layers do not fit: {e}") from None
         self.param_names: tuple[str, ...] = tuple(params)
+        self.group_layouts = group_layout(model, optimizer)
         self.store: BufferStore = backend.create_store()
-        init = initial_values(model, optimizer)
+        init = initial_values(model, optimizer, self.options)
+        self._transient = frozenset(transient_states(model, self.options))
         for name, value in init.items():
             role = "param" if name in params else "state"
             self.store.declare(name, value.shape, value.dtype, role)
         self.store.load_state_dict(init)
-        self._compiled: dict[tuple[str, tuple[int, ...]], CompiledFunction] = {}
+        if comm is not None:  # the ranks start equal, whatever each one initialised
+            from aicfc.distributed import broadcast_store
+
+            broadcast_store(self.store, comm, backend)
+        self._compiled: dict[tuple[Any, ...], CompiledFunction] = {}
+        self._last_outputs: dict[str, Any] = {}
         self._output_shapes: dict[tuple[int, ...], tuple[int, ...]] = {}
         self._last: dict[str, CompiledFunction] = {}
         self._warned: set[str] = set()
@@ -278,14 +318,20 @@ class Program:
         reading it waits for this step), so steps queue back to back.
         x, y: host (NumPy) or device (CuPy) arrays, see the module docstring.
         Raises InputError naming "x" or "y" for a wrong shape, dtype or label.
+
+        The model's modes count: a dropout layer in eval mode (`model.eval()`,
+        `prog.eval()`) drops nothing (a train step for those modes compiles once).
+        With `accumulate=k`, each call is one micro-batch and every k-th applies the update.
         """
         xa = self._check_x(x, check_range=sync)
         ya = self._check_y(y, self._output_shape(xa.shape), check_range=sync)
         exe = self._entry("train_step", xa.shape).executable
         assert exe is not None
         if not sync:
-            return exe.run_async({"x": xa, "y": ya})["loss"]
-        return float(exe.run({"x": xa, "y": ya})["loss"])
+            self._last_outputs = exe.run_async({"x": xa, "y": ya})
+            return self._last_outputs["loss"]
+        self._last_outputs = exe.run({"x": xa, "y": ya})
+        return float(self._last_outputs["loss"])
 
     def predict(self, x: Any, *, sync: bool = True) -> Any:
         """The model's output for x [N, in_features] (dropout off): a new array [N, out]
@@ -309,9 +355,12 @@ class Program:
 
         Params use torch.nn names ("0.weight"); optimizer state follows
         PyTorch's keys under the param ("0.weight.exp_avg", "0.weight.step");
-        dropout's RNG counter is "rng.offset".
+        dropout's RNG counter is "rng.offset"; the hyperparameters "optim.<g>.lr", ...;
+        the schedule's counter "lr_scheduler.last_epoch"; gradient accumulation's
+        "grad_accum.micro_step" and "<param>.grad_accum" (docs/design.md#complete-checkpoints).
+        Kept gradients (`keep_gradients=True`) are not in it (`gradients()`).
         """
-        return self.store.state_dict()
+        return {n: v for n, v in self.store.state_dict().items() if n not in self._transient}
 
     def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> IncompatibleKeys:
         """Write values into the existing buffers by name (params keep their identity).
@@ -323,15 +372,113 @@ class Program:
         naming unknown/missing buffers (strict) or a buffer whose shape or dtype
         differs, TypeError for a non-mapping; nothing is written then.
         """
-        self.store.load_state_dict(state, strict=strict)
-        return IncompatibleKeys(
-            missing_keys=[n for n in self.store.names() if n not in state],
-            unexpected_keys=[n for n in state if n not in self.store],
+        given: Any = state
+        if not isinstance(given, Mapping):
+            self.store.load_state_dict(given, strict=strict)  # its TypeError
+        names = [n for n in self.store.names() if n not in self._transient]
+        missing = [n for n in names if n not in state]
+        unexpected = [n for n in state if n not in self.store or n in self._transient]
+        if strict and (missing or unexpected):
+            parts = [f"unexpected buffers: {', '.join(unexpected)}"] if unexpected else []
+            parts += [f"missing buffers: {', '.join(missing)}"] if missing else []
+            raise StoreError("load_state_dict: " + "; ".join(parts))
+        self.store.load_state_dict(
+            {n: v for n, v in state.items() if n not in self._transient}, strict=False
         )
+        return IncompatibleKeys(missing_keys=missing, unexpected_keys=unexpected)
 
     def parameters(self) -> dict[str, np.ndarray]:
         """Copies of the trainable parameters by name (torch's model.state_dict() keys)."""
         return {n: self.backend.to_numpy(self.store[n]) for n in self.param_names}
+
+    # --- the training loop (docs/api.md#the-training-loop) ------------------------
+
+    @property
+    def optimizer(self) -> Optimizer:
+        """The optimizer. Assigning one of the same structure (class, flags, group rules)
+        writes its hyperparameters into every group, for every compiled batch shape;
+        another is refused with ValueError (TypeError for a non-optimizer), nothing changed."""
+        return self._optimizer
+
+    @optimizer.setter
+    def optimizer(self, new: Optimizer) -> None:
+        self.store.load_state_dict(replace_optimizer(self, new), strict=False)
+        self._optimizer = new
+
+    @property
+    def param_groups(self) -> list[ParamGroupView]:
+        """torch's `optimizer.param_groups`: one dict-like view per group over the device
+        hyperparameters (aicfc/param_groups.py); `prog.param_groups[0]["lr"] = 3e-4` takes
+        effect at the next step of every compiled batch shape, without a re-capture."""
+        return [ParamGroupView(self, g) for g in self.group_layouts]
+
+    @property
+    def lr_scheduler(self) -> LRScheduler | None:
+        """The schedule the train step evaluates on the device (None: constant lr)."""
+        return self.options.lr_scheduler
+
+    def next_lr(self, group: int = 0) -> float:
+        """The learning rate the next update of param group `group` uses (torch's
+        `param_groups[g]["lr"]` after `scheduler.step()`)."""
+        view = self.param_groups[group]
+        if self.options.lr_scheduler is None:
+            return float(view["lr"])
+        return self.options.lr_scheduler.lr(view["initial_lr"], last_epoch(self))
+
+    @property
+    def last_grad_norm(self) -> float | None:
+        """The gradients' global 2-norm before clipping at the last step (the value
+        torch.nn.utils.clip_grad_norm_ returns); None without `clip_grad_norm` or before the
+        first step. With accumulation it is the norm of the window's mean so far."""
+        norm = self._last_outputs.get(GRAD_NORM)
+        return None if norm is None else float(norm)
+
+    def gradients(self) -> dict[str, np.ndarray]:
+        """Copies of each parameter's gradient at the last step, by name (before clipping;
+        with accumulation, the mean over the window so far). Needs
+        `aicfc.compile(..., keep_gradients=True)` (else ValueError): the default train step
+        consumes each gradient in place."""
+        if not self.options.keep_gradients:
+            raise ValueError(
+                "gradients(): compile with keep_gradients=True to keep them (the default train "
+                "step frees each gradient once the optimizer has read it)"
+            )
+        return {
+            n: self.backend.to_numpy(self.store[f"{n}.{GRADIENT_SUFFIX}"]) for n in self.param_names
+        }
+
+    @property
+    def training(self) -> bool:
+        """True unless every module of the model is in eval mode (torch's `training`)."""
+        return any(m.training for _, m in self.model.named_modules())
+
+    def train(self, mode: bool = True) -> Program:
+        """`model.train(mode)`: train steps run dropout in training mode only (predict never
+        does); returns the Program."""
+        self.model.train(mode)
+        return self
+
+    def eval(self) -> Program:
+        """`model.eval()`: train steps run without dropout from now on."""
+        return self.train(False)
+
+    def evaluate(self, x: Any, y: Any, batch_size: int = 1024) -> Evaluation:
+        """Mean loss (and accuracy for cross_entropy) of the model on (x, y), no update, in
+        eval mode, `batch_size` rows per predict (aicfc/evaluate.py). Raises InputError for
+        a bad x or y."""
+        return evaluate(self, x, y, batch_size)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write a checkpoint of everything that determines the next step to `path` (one
+        safetensors file, atomically: aicfc/checkpoint.py). Raises WriteError."""
+        save_checkpoint(self, path)
+
+    def load(self, source: str | os.PathLike[str] | Checkpoint) -> None:
+        """Continue from the checkpoint at `source` (a path, or what `aicfc.load` read):
+        every value is checked (format version, names, shapes, dtypes, the dropout keys,
+        the schedule and the other training settings) before any is written. Raises
+        CheckpointError naming the file and what differs; the Program is unchanged."""
+        load_checkpoint(self, source)
 
     # --- IR -------------------------------------------------------------------
 
@@ -484,7 +631,7 @@ class Program:
         return _contiguous(ya.astype(LABEL_DTYPE, copy=False), device)
 
     def _entry(self, function: str, x_shape: tuple[int, ...]) -> CompiledFunction:
-        key = (function, x_shape)
+        key = (function, x_shape, mode_key(self.model) if function == "train_step" else ())
         entry = self._compiled.get(key)
         if entry is None:
             entry = self._compile(function, x_shape)
@@ -494,7 +641,9 @@ class Program:
 
     def _build(self, function: str, x_shape: tuple[int, ...]) -> ModuleOp:
         if function == "train_step":
-            fn = build_train_step(self.model, self.loss, self.optimizer, x_shape, self.dtype)
+            fn = build_train_step(
+                self.model, self.loss, self.optimizer, x_shape, self.dtype, options=self.options
+            )
         else:
             fn = build_predict(self.model, x_shape, self.dtype)
         return ModuleOp([fn])

@@ -24,6 +24,12 @@ exec.program @train_step {
 Roles: `input` (copied in before every step), `param` and `state` (persist
 across steps; updated in place), `tmp` (step-local), `const` (written once at
 load). Externals (input/param/state) have unique stable names.
+
+Collectives (data-parallel training, docs/design.md#data-parallel-training): a program
+may declare communicators (`exec.communicator "world" world_size = 2`), resources the
+runtime binds at load like buffers, and its capture region may hold `exec.all_reduce`,
+which packs gradient buffers into one flat bucket, reduces the bucket over the ranks
+of a communicator and writes each rank's result back into the same buffers.
 """
 
 from __future__ import annotations
@@ -153,6 +159,20 @@ class BufferType(ParametrizedAttribute, TypeAttribute):
             raise VerifyException(f"exec.buffer: dims must be static, got [{dims}]")
 
 
+@irdl_attr_definition
+class CommunicatorType(ParametrizedAttribute, TypeAttribute):
+    """`!exec.communicator`: a group of ranks that collectives run over (NCCL's ncclComm_t)."""
+
+    name = "exec.communicator"
+
+
+class ReduceOp(StrEnum):
+    """What `exec.all_reduce` computes elementwise over the ranks (NCCL's ncclRedOp_t)."""
+
+    SUM = "sum"
+    MEAN = "mean"
+
+
 def buffer_type(value: SSAValue) -> BufferType:
     assert isinstance(value.type, BufferType), f"expected an !exec.buffer, got {value.type}"
     return value.type
@@ -241,6 +261,9 @@ class ProgramOp(IRDLOperation):
     def outputs(self) -> list[OutputOp]:
         return [op for op in self.block.ops if isinstance(op, OutputOp)]
 
+    def communicators(self) -> list[CommunicatorOp]:
+        return [op for op in self.block.ops if isinstance(op, CommunicatorOp)]
+
     def verify_(self) -> None:
         where = f"exec.program @{self.sym_name.data}"
         parent = self.parent_op()
@@ -262,10 +285,17 @@ class ProgramOp(IRDLOperation):
                         f'{where}: {kind} name "{op.buffer_name.data}" is declared twice'
                     )
                 seen[key] = kind
+            elif isinstance(op, CommunicatorOp):
+                key = f"communicator:{op.comm_name.data}"
+                if key in seen:
+                    raise VerifyException(
+                        f'{where}: communicator name "{op.comm_name.data}" is declared twice'
+                    )
+                seen[key] = "communicator"
             elif not isinstance(op, AllocOp | ConstantOp | GraphOp):
                 raise VerifyException(
                     f"{where}: {op.name} is not allowed at program level (only exec.buffer, "
-                    "exec.alloc, exec.constant, exec.graph, exec.output)"
+                    "exec.alloc, exec.constant, exec.communicator, exec.graph, exec.output)"
                 )
         size = self.arena_size.value.data if self.arena_size is not None else None
         if size is not None and size < 0:
@@ -285,28 +315,46 @@ class ProgramOp(IRDLOperation):
 
 @irdl_op_definition
 class BufferOp(IRDLOperation):
-    """An external buffer (role input, param or state) with a stable name.
+    """An external buffer (role input, param or state) with a stable name; a state that
+    does not start at zero carries its initial value (`init`, the argument's `aicfc.init`).
 
     ```mlir
     %w = exec.buffer "fc1.weight" : !exec.buffer<128x64xf32, param>
+    %lr = exec.buffer "optim.0.lr" init = dense<1.0e-03> : tensor<f64> : !exec.buffer<f64, state>
     ```
     """
 
     name = "exec.buffer"
     buffer_name = prop_def(StringAttr)
+    init = opt_prop_def(DenseIntOrFPElementsAttr)
     result = result_def(BufferType)
     traits = traits_def(InsideProgram())
-    assembly_format = "$buffer_name attr-dict `:` type($result)"
+    assembly_format = "$buffer_name (`init` `=` $init^)? attr-dict `:` type($result)"
 
-    def __init__(self, name: str, type: BufferType):
-        super().__init__(properties={"buffer_name": StringAttr(name)}, result_types=[type])
+    def __init__(self, name: str, type: BufferType, init: DenseIntOrFPElementsAttr | None = None):
+        super().__init__(
+            properties={"buffer_name": StringAttr(name), "init": init}, result_types=[type]
+        )
 
     def verify_(self) -> None:
-        role = buffer_type(self.result).buffer_role
+        t = buffer_type(self.result)
+        role = t.buffer_role
         if role not in EXTERNAL_ROLES:
             raise VerifyException(
                 f'exec.buffer "{self.buffer_name.data}": role must be input, param or state, '
                 f"got {role.value} (use exec.alloc for tmp, exec.constant for const)"
+            )
+        if self.init is None:
+            return
+        if role != BufferRole.STATE:
+            raise VerifyException(
+                f'exec.buffer "{self.buffer_name.data}": only a state has an initial value '
+                f"(init), this is a {role.value}"
+            )
+        if t != from_tensor(self.init.type, BufferRole.STATE):
+            raise VerifyException(
+                f'exec.buffer "{self.buffer_name.data}": init is {self.init.type}, the buffer '
+                f"is {t}"
             )
 
 
@@ -389,10 +437,10 @@ class GraphOp(IRDLOperation):
 
     def verify_(self) -> None:
         for op in self.block.ops:
-            if not isinstance(op, LaunchOp | CopyOp):
+            if not isinstance(op, LaunchOp | CopyOp | AllReduceOp):
                 raise VerifyException(
                     f"exec.graph: {op.name} is not allowed inside the capture region "
-                    "(only exec.launch and exec.copy)"
+                    "(only exec.launch, exec.copy and exec.all_reduce)"
                 )
 
 
@@ -500,6 +548,123 @@ class CopyOp(IRDLOperation):
 
 
 @irdl_op_definition
+class CommunicatorOp(IRDLOperation):
+    """A communicator of `world_size` ranks, a program resource bound at load.
+
+    The runtime binds it by name to the communicator its backend was given (one NCCL
+    communicator per process, or a simulated one on the CPU) and refuses a program
+    whose `world_size` differs from that communicator's.
+
+    ```mlir
+    %world = exec.communicator "world" world_size = 2 : !exec.communicator
+    ```
+    """
+
+    name = "exec.communicator"
+    comm_name = prop_def(StringAttr)
+    world_size = prop_def(IntegerAttr[I64])
+    result = result_def(CommunicatorType)
+    traits = traits_def(InsideProgram())
+    assembly_format = "$comm_name `world_size` `=` $world_size attr-dict `:` type($result)"
+
+    def __init__(self, name: str, world_size: int):
+        super().__init__(
+            properties={"comm_name": StringAttr(name), "world_size": IntegerAttr(world_size, i64)},
+            result_types=[CommunicatorType()],
+        )
+
+    def verify_(self) -> None:
+        if self.world_size.value.data < 1:
+            raise VerifyException(
+                f'exec.communicator "{self.comm_name.data}": world_size must be at least 1, '
+                f"got {self.world_size.value.data}"
+            )
+
+
+@irdl_op_definition
+class AllReduceOp(IRDLOperation):
+    """Reduce `tensors` over the ranks of `communicator` through one flat `bucket`.
+
+    bucket = concat(ravel(t) for t in tensors); bucket = reduce over ranks (`sum`,
+    or `mean`: the sum divided by the world size, as DDP averages gradients);
+    each tensor = its slice of the bucket. The tensors are read and written in
+    place; the bucket is a tmp buffer of rank 1 holding exactly their elements,
+    all of one element type (NCCL reduces one contiguous buffer per call, so
+    many small gradients cost one launch: PyTorch DDP's gradient buckets).
+
+    ```mlir
+    exec.all_reduce "mean" %world tensors(%dw, %db) bucket(%b)
+      : (!exec.buffer<4x16xf32, tmp>, !exec.buffer<4xf32, tmp>) -> !exec.buffer<68xf32, tmp>
+    ```
+    """
+
+    name = "exec.all_reduce"
+    communicator = operand_def(CommunicatorType())
+    tensors = var_operand_def(BufferType)
+    bucket = operand_def(BufferType)
+    reduce = prop_def(StringAttr)
+    traits = traits_def(InsideProgram())
+    assembly_format = (
+        "$reduce $communicator `tensors` `(` $tensors `)` `bucket` `(` $bucket `)` attr-dict "
+        "`:` `(` type($tensors) `)` `->` type($bucket)"
+    )
+
+    def __init__(
+        self,
+        communicator: SSAValue,
+        tensors: Sequence[SSAValue],
+        bucket: SSAValue,
+        reduce: ReduceOp | str = ReduceOp.MEAN,
+    ):
+        super().__init__(
+            operands=[communicator, list(tensors), bucket],
+            properties={"reduce": StringAttr(ReduceOp(reduce).value)},
+        )
+
+    @property
+    def reduce_op(self) -> ReduceOp:
+        return ReduceOp(self.reduce.data)
+
+    def verify_(self) -> None:
+        where = "exec.all_reduce"
+        if self.reduce.data not in {r.value for r in ReduceOp}:
+            known = ", ".join(r.value for r in ReduceOp)
+            raise VerifyException(f'{where}: unknown reduce "{self.reduce.data}" (known: {known})')
+        if not self.tensors:
+            raise VerifyException(f"{where}: needs at least one tensor to reduce")
+        bt = buffer_type(self.bucket)
+        if bt.buffer_role != BufferRole.TMP or len(bt.get_shape()) != 1:
+            raise VerifyException(
+                f"{where}: the bucket must be a tmp buffer of rank 1, got {self.bucket.type}"
+            )
+        total = 0
+        for i, t in enumerate(self.tensors):
+            tt = buffer_type(t)
+            _check_writable(where, f"tensor #{i}", t)
+            if t is self.bucket or any(t is u for u in self.tensors[:i]):
+                raise VerifyException(f"{where}: tensor #{i} is passed twice (or is the bucket)")
+            if tt.element_type != bt.element_type:
+                raise VerifyException(
+                    f"{where}: tensor #{i} has element type {tt.element_type}, the bucket "
+                    f"{bt.element_type}"
+                )
+            total += numel(tt.get_shape())
+        if bt.get_shape()[0] != total:
+            raise VerifyException(
+                f"{where}: the bucket holds {bt.get_shape()[0]} elements, the tensors {total}"
+            )
+
+    def slices(self) -> list[tuple[int, int]]:
+        """[start, stop) of each tensor in the bucket, in operand order."""
+        out, at = [], 0
+        for t in self.tensors:
+            n = numel(buffer_type(t).get_shape())
+            out.append((at, at + n))
+            at += n
+        return out
+
+
+@irdl_op_definition
 class OutputOp(IRDLOperation):
     """A named program output, read after the step.
 
@@ -588,6 +753,17 @@ def _alloc_label(op: AllocOp) -> str:
 
 Exec = Dialect(
     "exec",
-    [ProgramOp, BufferOp, AllocOp, ConstantOp, GraphOp, LaunchOp, CopyOp, OutputOp],
-    [BufferType, BufferRoleAttr],
+    [
+        ProgramOp,
+        BufferOp,
+        AllocOp,
+        ConstantOp,
+        CommunicatorOp,
+        GraphOp,
+        LaunchOp,
+        CopyOp,
+        AllReduceOp,
+        OutputOp,
+    ],
+    [BufferType, BufferRoleAttr, CommunicatorType],
 )

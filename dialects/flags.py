@@ -15,7 +15,14 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type, TensorType
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    DenseIntOrFPElementsAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    TensorType,
+)
 from xdsl.ir import Operation, SSAValue
 from xdsl.traits import OpTrait
 
@@ -104,10 +111,16 @@ OUT0_IN0 = AliasPolicy("out0_in0", ((0, 0),))
 # adam_step(param, grad, m, v, step) -> (param', m', v', step'): the grad (in1)
 # is never a destination.
 ADAM_TRIPLET = AliasPolicy("adam_triplet", ((0, 0), (1, 2), (2, 3), (3, 4)))
-# sgd_step(param, grad[, momentum_buffer]) -> (param'[, momentum_buffer'])
-SGD_PAIR = AliasPolicy("sgd_pair", ((0, 0), (1, 2)))
+# sgd_step(param, grad, lr, momentum, weight_decay, grad_scale, apply[, momentum_buffer])
+#   -> (param'[, momentum_buffer'])
+SGD_PAIR = AliasPolicy("sgd_pair", ((0, 0), (1, 7)))
+# accumulate_grad(grad, accum, reset) -> (mean, accum'): the mean may overwrite the
+# gradient it is computed from, the sum its running buffer.
+ACCUMULATE_PAIR = AliasPolicy("accumulate_pair", ((0, 0), (1, 1)))
 
-ALIAS_POLICIES: dict[str, AliasPolicy] = {p.name: p for p in (OUT0_IN0, ADAM_TRIPLET, SGD_PAIR)}
+ALIAS_POLICIES: dict[str, AliasPolicy] = {
+    p.name: p for p in (OUT0_IN0, ADAM_TRIPLET, SGD_PAIR, ACCUMULATE_PAIR)
+}
 
 
 @dataclass(frozen=True)
@@ -138,6 +151,16 @@ def static_flags(op: Operation | type[Operation]) -> OpFlag:
     """The static flag mask of an op (0 for ops without OpInfo)."""
     info = op_info(op)
     return info.flags if info is not None else OpFlag.NONE
+
+
+def constant_value(value: SSAValue) -> DenseIntOrFPElementsAttr | None:
+    """The dense literal of `value` when a constant op (IS_CONSTANT, graph.constant)
+    defines it, else None."""
+    owner = value.owner
+    if not isinstance(owner, Operation) or not static_flags(owner) & OpFlag.IS_CONSTANT:
+        return None
+    attr = owner.properties.get("value")
+    return attr if isinstance(attr, DenseIntOrFPElementsAttr) else None
 
 
 _DTYPE_FLAGS = {

@@ -3,7 +3,7 @@
 An op's properties become the scalar parameters of the kernel that runs it
 (`exec.launch ... params {...}`), and the same Python dict reaches the NumPy
 reference implementation. One encoding serves both: bool, int (i64), float
-(f64), str and tuples of ints (array<i64>).
+(f64), str, tuples of ints (array<i64>) and tuples of floats (array<f64>).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from xdsl.dialects.utils.enum_attribute import EnumAttribute
 from xdsl.ir import Attribute, Operation
 from xdsl.utils.exceptions import VerifyException
 
-ParamValue = int | float | bool | str | tuple[int, ...]
+ParamValue = int | float | bool | str | tuple[int, ...] | tuple[float, ...]
 
 # Properties that describe IR structure rather than a kernel parameter.
 _STRUCTURAL = frozenset({"operandSegmentSizes", "resultSegmentSizes", "value"})
@@ -47,6 +47,8 @@ def to_python(key: str, a: Attribute) -> ParamValue:
     if isinstance(a, EnumAttribute):
         return str(a.data.value)
     if isinstance(a, DenseArrayBase):
+        if isinstance(a.elt_type, Float64Type):
+            return tuple(float(x) for x in a.get_values())
         return tuple(int(x) for x in a.get_values())
     raise VerifyException(f"kernel parameter {key!r}: unsupported attribute {a}")
 
@@ -61,6 +63,8 @@ def to_attr(key: str, v: ParamValue) -> Attribute:
     if isinstance(v, str):
         return StringAttr(v)
     if isinstance(v, tuple | list):
+        if any(isinstance(x, float) for x in v):
+            return DenseArrayBase.from_list(Float64Type(), [float(x) for x in v])
         return DenseArrayBase.from_list(i64, [int(x) for x in v])
     raise TypeError(f"kernel parameter {key!r}: unsupported value {v!r}")
 

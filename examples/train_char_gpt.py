@@ -4,6 +4,8 @@
     python examples/train_char_gpt.py --backend cupy --config nanogpt-char   # on a GPU
     python examples/train_char_gpt.py --emit-mlir char_gpt.mlir --batch-size 4
     python examples/train_char_gpt.py --print-ir fused --steps 1
+    python examples/train_char_gpt.py --schedule cosine --clip 1.0 --plot gpt.png
+                                  # warm-up + cosine lr, clip_grad_norm_(1.0), loss curves
 
 Corpus (no download; aicfc/models/text.py): every .py file of this interpreter's
 standard library except the test suites, in path order; a file is held out when the
@@ -14,7 +16,11 @@ held out. Another Python version reads other text, so its figures differ a littl
 Model (aicfc/models/gpt.py): nanoGPT's GPT (token + position embeddings, pre-LN blocks,
 final layer norm, head tied to the token embedding, nanoGPT's initialisation), trained
 with softmax cross-entropy over every position and AdamW (betas 0.9/0.99, weight decay
-0.1 on every parameter, constant learning rate).
+0.1 on every parameter, constant learning rate unless --schedule cosine: 5% linear
+warm-up from 1% of the lr, then cosine to 0, evaluated inside the compiled step;
+--clip MAX_NORM applies clip_grad_norm_ there). --plot writes the train loss per step,
+the held-out bits per character at ten points of the run (on 64 windows each) and the lr
+per step as a PNG (matplotlib).
 
 | config       | layers | heads | d   | context | batch | steps | dropout | lr    |
 |--------------|--------|-------|-----|---------|-------|-------|---------|-------|
@@ -57,7 +63,8 @@ from aicfc.models.text import (
     random_batch,
     unigram_bits,
 )
-from aicfc.runtime.files import WriteError, write_text
+from aicfc.optim import lr_scheduler
+from aicfc.runtime.files import WriteError, atomic_write, write_text
 
 EVAL_WINDOWS = 1024
 
@@ -119,6 +126,40 @@ def make_optimizer(cfg: TrainConfig) -> optim.AdamW:
     return optim.AdamW(lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
 
 
+PLOT_WINDOWS = 64
+"""Held-out windows of each point of --plot's held-out curve (a cheap estimate)."""
+
+
+def plot_curves(
+    path: str,
+    train: list[float],
+    held_out: list[tuple[int, float]],
+    lrs: list[float],
+) -> None:
+    """Write the train bits/char per step, the held-out bits/char at (step, bits) points and
+    the lr per step to the PNG `path` (atomically; exits with the error if it cannot)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_loss, ax_lr) = plt.subplots(1, 2, figsize=(10, 4))
+    ax_loss.plot(range(1, len(train) + 1), train, label="train", alpha=0.6)
+    ax_loss.plot(*zip(*held_out, strict=True), marker="o", label="held-out")
+    ax_loss.set(xlabel="step", ylabel="bits per character", title="loss")
+    ax_loss.legend()
+    ax_lr.plot(range(1, len(lrs) + 1), lrs)
+    ax_lr.set(xlabel="step", ylabel="lr", title="learning rate")
+    fig.tight_layout()
+    try:
+        with atomic_write(path, "wb") as f:
+            fig.savefig(f, format="png")
+    except WriteError as e:
+        sys.exit(f"train_char_gpt: {e}")
+    finally:
+        plt.close(fig)
+
+
 def emit_mlir(path: str, name: str, cfg: TrainConfig, seed: int) -> None:
     """Write @train_step and @predict of the config's GPT as graph-level IR (atomically)."""
     from aicfc.builder import build_module
@@ -152,6 +193,18 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, TrainConfig]
     )
     parser.add_argument("--temperature", type=positive(float), default=0.8, help="(0.8)")
     parser.add_argument(
+        "--schedule",
+        choices=["constant", "cosine"],
+        default="constant",
+        help="lr schedule: constant, or 5%% linear warm-up then cosine to 0 (constant)",
+    )
+    parser.add_argument(
+        "--clip", type=positive(float), metavar="MAX_NORM", help="clip_grad_norm_ (off)"
+    )
+    parser.add_argument(
+        "--plot", metavar="PNG", help="write the loss curves and the lr schedule to PNG"
+    )
+    parser.add_argument(
         "--print-ir",
         metavar="STAGE",
         help=f"print @train_step after STAGE ({', '.join(aicfc.stage_names())}) and exit",
@@ -180,7 +233,14 @@ def main(argv: list[str] | None = None) -> float:
     model = GPT(cfg.model)
     try:
         prog = aicfc.compile(
-            model, optimizer=make_optimizer(cfg), backend=args.backend, tf32=args.tf32
+            model,
+            optimizer=make_optimizer(cfg),
+            backend=args.backend,
+            tf32=args.tf32,
+            lr_scheduler=(
+                lr_scheduler.warmup_cosine(cfg.steps) if args.schedule == "cosine" else None
+            ),
+            clip_grad_norm=args.clip,
         )
     except aicfc.BackendUnavailable as e:
         sys.exit(f"train_char_gpt: {e}")
@@ -207,15 +267,32 @@ def main(argv: list[str] | None = None) -> float:
     rng = np.random.default_rng(args.seed)
     tokens = cfg.batch_size * m.block_size
     start = time.perf_counter()
+    train_curve: list[float] = []
+    held_out: list[tuple[int, float]] = []
+    lrs: list[float] = []
+    every = max(1, cfg.steps // 10)
+    plot_windows = -(-PLOT_WINDOWS // cfg.batch_size) * cfg.batch_size
     bar = tqdm(range(cfg.steps), desc=f"train ({prog.backend.name})", unit="step")
+    evaluating = 0.0  # seconds of --plot's held-out points, not counted in tokens/s
     for i in bar:
+        if args.plot:
+            lrs.append(prog.next_lr())  # the lr this step's update uses
         loss = prog.step(*random_batch(corpus.train, cfg.batch_size, m.block_size, rng))
+        if args.plot:
+            train_curve.append(loss / math.log(2.0))
+            if (i + 1) % every == 0 or i == cfg.steps - 1:
+                t0 = time.perf_counter()
+                point = held_out_bits(
+                    prog, corpus.held_out, m.block_size, cfg.batch_size, plot_windows
+                )
+                held_out.append((i + 1, point))
+                evaluating += time.perf_counter() - t0 if i else 0.0
         if i == 0:  # the first step compiles; tokens/s counts the steps after it
             start = time.perf_counter()
         elif i % 10 == 0 or i == cfg.steps - 1:
-            rate = i * tokens / (time.perf_counter() - start)
-            bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{rate:,.0f}")
-    seconds = time.perf_counter() - start
+            rate = i * tokens / (time.perf_counter() - start - evaluating)
+            bar.set_postfix(loss=f"{loss:.3f}", lr=f"{prog.next_lr():.2e}", tok_s=f"{rate:,.0f}")
+    seconds = time.perf_counter() - start - evaluating
     rate = (cfg.steps - 1) * tokens / seconds if cfg.steps > 1 else float("nan")
 
     bits = held_out_bits(prog, corpus.held_out, m.block_size, cfg.batch_size, _windows(cfg))
@@ -224,6 +301,9 @@ def main(argv: list[str] | None = None) -> float:
     print(f"  unigram (add-one)  {uni:.3f}")
     print(f"  bigram (add-one)   {bi:.3f}")
     print(f"  GPT                {bits:.3f}")
+    if args.plot:
+        plot_curves(args.plot, train_curve, held_out, lrs)
+        print(f"loss curves and lr schedule: {args.plot}")
     if args.sample_length > 0:
         context = encode(args.prompt).tolist()
         out = generate(

@@ -5,6 +5,14 @@
     python examples/train_digits.py --lr 1e-2            # still finite (see below)
     python examples/train_digits.py --emit-mlir examples/digits_train_step.mlir
     python examples/train_digits.py --report             # + operator report on the test images
+    python examples/train_digits.py --schedule cosine --clip 1.0 --plot curve.png
+                                   # warm-up + cosine lr, clip_grad_norm_(1.0), loss curves
+
+--schedule cosine warms the lr up linearly from 1% over the first 5% of the updates, then
+anneals it with a cosine to 0 (SequentialLR of LinearLR and CosineAnnealingLR), all inside
+the compiled step; --clip applies clip_grad_norm_ there; --accumulate k takes k
+micro-batches of --batch-size per update. --plot writes the train and held-out loss per
+epoch and the lr per update as a PNG (matplotlib); --save writes a checkpoint at the end.
 
 Model: Linear(64, 128) -> ReLU -> Linear(128, 128) -> ReLU -> Linear(128, 10),
 softmax cross-entropy, Adam(lr=1e-3), batch 64, 20 epochs. Data: the 1,797
@@ -48,7 +56,8 @@ from tqdm import tqdm
 
 import aicfc
 from aicfc import nn, optim
-from aicfc.runtime.files import WriteError, write_text
+from aicfc.optim import lr_scheduler
+from aicfc.runtime.files import WriteError, atomic_write, write_text
 
 
 def load_data(raw_pixels: bool = False) -> tuple[np.ndarray, ...]:
@@ -112,6 +121,36 @@ def positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
     return parse
 
 
+def make_schedule(kind: str, updates: int) -> lr_scheduler.LRScheduler | None:
+    """None (constant lr) or warm-up over 5% of `updates` then cosine to 0."""
+    return None if kind == "constant" else lr_scheduler.warmup_cosine(updates, 0.05)
+
+
+def plot_curves(path: str, train: list[float], held_out: list[float], lrs: list[float]) -> None:
+    """Write the loss curves (per epoch) and the lr (per update) to `path` (atomically)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_loss, ax_lr) = plt.subplots(1, 2, figsize=(10, 4))
+    epochs = range(1, len(train) + 1)
+    ax_loss.plot(epochs, train, label="train")
+    ax_loss.plot(epochs, held_out, label="held-out")
+    ax_loss.set(xlabel="epoch", ylabel="cross-entropy", yscale="log", title="loss")
+    ax_loss.legend()
+    ax_lr.plot(range(len(lrs)), lrs)
+    ax_lr.set(xlabel="update", ylabel="lr", title="learning rate")
+    fig.tight_layout()
+    try:
+        with atomic_write(path, "wb") as f:
+            fig.savefig(f, format="png")
+    except WriteError as e:
+        sys.exit(f"train_digits: {e}")
+    finally:
+        plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> float:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lr", type=positive(float), default=1e-3, help="Adam learning rate")
@@ -141,15 +180,40 @@ def main(argv: list[str] | None = None) -> float:
         action="store_true",
         help="after training, print the operator report of @predict measured on the test images",
     )
+    parser.add_argument(
+        "--schedule",
+        choices=["constant", "cosine"],
+        default="constant",
+        help="lr schedule: constant, or 5%% linear warm-up then cosine to 0 (constant)",
+    )
+    parser.add_argument(
+        "--clip", type=positive(float), metavar="MAX_NORM", help="clip_grad_norm_ (off)"
+    )
+    parser.add_argument(
+        "--accumulate", type=positive(int), default=1, help="micro-batches per update (1)"
+    )
+    parser.add_argument(
+        "--plot", metavar="PNG", help="write the loss curves and the lr schedule to PNG"
+    )
+    parser.add_argument("--save", metavar="FILE", help="write a checkpoint at the end")
     args = parser.parse_args(argv)
     if args.emit_mlir:
         emit_mlir(args.emit_mlir, args.seed, args.lr, args.batch_size)
         return float("nan")
 
     x_train, x_test, y_train, y_test = load_data(args.raw_pixels)
+    batches = math.ceil(len(x_train) / args.batch_size)
+    updates = args.epochs * batches // args.accumulate
     aicfc.manual_seed(args.seed)
     try:
-        prog = aicfc.compile(make_model(), optimizer=optim.Adam(lr=args.lr), backend=args.backend)
+        prog = aicfc.compile(
+            make_model(),
+            optimizer=optim.Adam(lr=args.lr),
+            backend=args.backend,
+            lr_scheduler=make_schedule(args.schedule, updates),
+            clip_grad_norm=args.clip,
+            accumulate=args.accumulate,
+        )
     except aicfc.BackendUnavailable as e:
         sys.exit(f"train_digits: {e}")
     if args.print_ir:
@@ -161,14 +225,27 @@ def main(argv: list[str] | None = None) -> float:
 
     rng = np.random.default_rng(args.seed)
     start = time.perf_counter()
+    train_curve: list[float] = []
+    held_out: list[float] = []
+    lrs: list[float] = []
+    steps = 0
     bar = tqdm(range(args.epochs), desc=f"train ({prog.backend.name})", unit="epoch")
     for _ in bar:
         order = rng.permutation(len(x_train))
         losses = []
         for i in range(0, len(order), args.batch_size):
             idx = order[i : i + args.batch_size]
+            if (steps + 1) % args.accumulate == 0:
+                lrs.append(prog.next_lr())  # the lr this micro-batch's update uses
             losses.append(prog.step(x_train[idx], y_train[idx]))
-        bar.set_postfix(loss=f"{np.mean(losses):.4f}")
+            steps += 1
+        train_curve.append(float(np.mean(losses)))
+        if args.plot:
+            held_out.append(prog.evaluate(x_test, y_test).loss)
+        rate = steps / (time.perf_counter() - start)
+        bar.set_postfix(
+            loss=f"{train_curve[-1]:.4f}", lr=f"{prog.next_lr():.2e}", steps_s=f"{rate:.0f}"
+        )
     seconds = time.perf_counter() - start
 
     accuracy = float(np.mean(prog.predict(x_test).argmax(axis=1) == y_test))
@@ -176,6 +253,15 @@ def main(argv: list[str] | None = None) -> float:
     print(f"test accuracy: {accuracy:.2%} ({len(y_test)} images)")
     if args.report:
         print(prog.report(x_test))
+    if args.plot:
+        plot_curves(args.plot, train_curve, held_out, lrs)
+        print(f"loss curves and lr schedule: {args.plot}")
+    if args.save:
+        try:
+            prog.save(args.save)
+        except WriteError as e:
+            sys.exit(f"train_digits: {e}")
+        print(f"checkpoint: {args.save}")
     return accuracy
 
 

@@ -1,16 +1,25 @@
 // Column reductions: the GEMM backward epilogue and reduce_sum.
 //
-// aicfc_epilogue_grad_f32: dZ = dY * act'(saved) and dbias = sum over rows of dZ,
-//   in one pass (reference.epilogue_grad; design.md#composite-backward: the bias gradient reduces
-//   dZ in the forward output's layout, never a transpose). act'(.) is aicfc::activate_grad
-//   (common.cuh) of the `act` code; `saved` is what the activation's gradient saves:
-//   Y for relu (relu'(z) = [y > 0]) and Z for gelu.
-//   ABI: (dY [M, N], saved [M, N], dZ [M, N], dbias [N], int32 M, int32 N, int32 act).
+// aicfc_epilogue_grad_f32: dZ = dY * act'(saved) and the column sums of dZ over row
+//   chunks, in one pass (reference.epilogue_grad; design.md#composite-backward: the bias
+//   gradient reduces dZ in the forward output's layout, never a transpose). act'(.) is
+//   aicfc::activate_grad (common.cuh) of the `act` code; `saved` is what the activation's
+//   gradient saves: Y for relu (relu'(z) = [y > 0]) and Z for gelu.
+//   ABI: (dY [M, N], saved [M, N], dZ [M, N], partial [chunks, N], int32 M, int32 N,
+//   int32 act, int32 rows): block (x, c) sums rows [c rows, (c + 1) rows) of 32 columns.
+//   With one chunk `partial` is dbias itself; with more, aicfc_sum_partials_f32 adds the
+//   chunks' rows into dbias in chunk order (two stages: [16384, 1536] is 48 column tiles,
+//   too few blocks for the H200's 132 multiprocessors without splitting the rows).
+// aicfc_sum_partials_f32: out [N] = sum over c of partial [c, N], c = 0, 1, ... in order.
+//   ABI: (partial [chunks, N], out [N], int32 chunks, int32 N).
 // aicfc_reduce_sum_f32: x viewed as [outer, R, inner] -> out [outer, inner] (the
-//   reduced axes of reduce_sum are contiguous; keepdims only changes the shape).
-//   ABI: (x, out, int64 outer, int64 R, int64 inner).
+//   reduced axes of reduce_sum are contiguous; keepdims only changes the shape), R split
+//   into chunks of `rows` where inner > 1 (a bias gradient's [16384, 384] is 12 column
+//   tiles): block row y = c outer + o writes chunk c's sums to out [c, outer, inner], and
+//   aicfc_sum_partials_f32 adds the chunks (N = outer inner) as for epilogue_grad.
+//   ABI: (x, out, int64 outer, int64 R, int64 inner, int64 rows).
 //
-// Both are deterministic: each output is summed by one block in a fixed order.
+// All are deterministic: each sum runs in a fixed order (no atomics).
 // Column kernels: block 32 x 32 threads, column tile of 32 (coalesced 128-byte rows),
 // 32 row groups reduced through shared memory.
 #include "common.cuh"
@@ -23,17 +32,19 @@ constexpr int kCols = 32, kRowGroups = 32;
 
 }  // namespace
 
-// Grid: (ceil(N / 32), 1); block: (32, 32).
+// Grid: (ceil(N / 32), chunks); block: (32, 32).
 extern "C" __global__ void __launch_bounds__(1024)
     aicfc_epilogue_grad_f32(const float* __restrict__ dY, const float* __restrict__ saved,
-                            float* __restrict__ dZ, float* __restrict__ dbias, int32_t M,
-                            int32_t N, int32_t act) {
+                            float* __restrict__ dZ, float* __restrict__ partial, int32_t M,
+                            int32_t N, int32_t act, int32_t rows) {
   __shared__ float part[kRowGroups][kCols + 1];
   int n = blockIdx.x * kCols + threadIdx.x;
+  int begin = blockIdx.y * rows;
+  int end = min(M, begin + rows);
   float s = 0.0f;
   if (n < N) {
 #pragma unroll 4
-    for (int m = threadIdx.y; m < M; m += kRowGroups) {
+    for (int m = begin + threadIdx.y; m < end; m += kRowGroups) {
       size_t o = (size_t)m * N + n;
       float g = aicfc::activate_grad(__ldg(dY + o), __ldg(saved + o), act);
       dZ[o] = g;
@@ -46,18 +57,30 @@ extern "C" __global__ void __launch_bounds__(1024)
     float t = 0.0f;
 #pragma unroll 8
     for (int r = 0; r < kRowGroups; ++r) t += part[r][threadIdx.x];
-    dbias[n] = t;
+    partial[(size_t)blockIdx.y * N + n] = t;
   }
 }
 
-// Reduce over R with a contiguous inner dimension: grid (ceil(inner / 32), outer),
-// block (32, 32).
+// Grid: ceil(N / 256); block: 256.
+extern "C" __global__ void aicfc_sum_partials_f32(const float* __restrict__ partial,
+                                                  float* __restrict__ out, int32_t chunks,
+                                                  int32_t N) {
+  int n = blockIdx.x * blockDim.x + threadIdx.x;
+  if (n >= N) return;
+  float t = 0.0f;
+  for (int c = 0; c < chunks; ++c) t += __ldg(partial + (size_t)c * N + n);
+  out[n] = t;
+}
+
+// Reduce over R with a contiguous inner dimension: grid (ceil(inner / 32), chunks outer),
+// block (32, 32); inner == 1 takes one chunk (rows >= R).
 extern "C" __global__ void __launch_bounds__(1024)
     aicfc_reduce_sum_f32(const float* __restrict__ x, float* __restrict__ out, int64_t outer,
-                         int64_t R, int64_t inner) {
+                         int64_t R, int64_t inner, int64_t rows) {
   __shared__ float part[kRowGroups][kCols + 1];
   __shared__ float scratch[32];
-  int64_t o = blockIdx.y;
+  int64_t o = blockIdx.y % outer, c = blockIdx.y / outer;
+  int64_t begin = c * rows, end = begin + rows < R ? begin + rows : R;
   float s = 0.0f;
   if (inner == 1) {
     // Row reduction: the whole block strides over R.
@@ -77,7 +100,7 @@ extern "C" __global__ void __launch_bounds__(1024)
   int64_t i = (int64_t)blockIdx.x * kCols + threadIdx.x;
   if (i < inner) {
     const float* base = x + o * R * inner + i;
-    for (int64_t r = threadIdx.y; r < R; r += kRowGroups) s += __ldg(base + r * inner);
+    for (int64_t r = begin + threadIdx.y; r < end; r += kRowGroups) s += __ldg(base + r * inner);
   }
   part[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
@@ -85,6 +108,6 @@ extern "C" __global__ void __launch_bounds__(1024)
     float t = 0.0f;
 #pragma unroll 8
     for (int r = 0; r < kRowGroups; ++r) t += part[r][threadIdx.x];
-    out[o * inner + i] = t;
+    out[(c * outer + o) * inner + i] = t;
   }
 }

@@ -23,6 +23,7 @@ PASS_CLASSES: dict[str, str] = {
     "aicfc-analyze": "AicfcAnalyzePass",
     "aicfc-fold-linear": "AicfcFoldLinearPass",
     "aicfc-fold-constants": "AicfcFoldConstantsPass",
+    "aicfc-data-parallel": "AicfcDataParallelPass",
 }
 """Registered passes: name -> class name in `aicfc.passes.<name with underscores>`."""
 

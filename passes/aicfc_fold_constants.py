@@ -43,7 +43,7 @@ from xdsl.pattern_rewriter import (
 
 from aicfc.dialects.base import AicfcOp
 from aicfc.dialects.diagnostics import OpError, copy_location
-from aicfc.dialects.flags import OpFlag, static_flags
+from aicfc.dialects.flags import OpFlag, constant_value, static_flags
 from aicfc.dialects.graph import ConstantOp
 from aicfc.dialects.tensors import numel
 from aicfc.runtime.interpreter import InterpreterError, dense_to_numpy, numpy_dtype
@@ -67,11 +67,8 @@ def constant_operands(op: Operation) -> list[DenseIntOrFPElementsAttr] | None:
         return None
     values = []
     for v in op.operands:
-        owner = v.owner
-        if not isinstance(owner, Operation) or not static_flags(owner) & OpFlag.IS_CONSTANT:
-            return None
-        value = owner.properties.get("value")
-        if not isinstance(value, DenseIntOrFPElementsAttr):
+        value = constant_value(v)
+        if value is None:
             return None
         values.append(value)
     return values

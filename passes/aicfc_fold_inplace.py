@@ -70,6 +70,8 @@ def describe_op(op: Operation) -> str:
 def _writes(op: Operation, v: SSAValue) -> bool:
     if isinstance(op, ex.LaunchOp):
         return any(o is v for o in op.outputs)
+    if isinstance(op, ex.AllReduceOp):  # reduces its tensors in place through its bucket
+        return v is op.bucket or any(t is v for t in op.tensors)
     return isinstance(op, ex.CopyOp) and op.dest is v
 
 

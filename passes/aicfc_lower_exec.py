@@ -4,7 +4,7 @@ Each `func.func` becomes an `exec.program` of the same name (architecture §4,
 docs/design.md#the-execution-plan-is-ir):
 
 - argument i -> `exec.buffer "<aicfc.name>"` with its `aicfc.role` (no role:
-  an input; no name: "arg<i>");
+  an input; no name: "arg<i>") and a state's `aicfc.init` as `init`;
 - `graph.constant` -> `exec.constant`;
 - every other op -> one `exec.launch` of the kernel that `runtime/selector.py`
   picks from the registry for the target backend, writing fresh `exec.alloc`
@@ -41,6 +41,7 @@ from aicfc.dialects.roles import (
     EXTERNAL_ROLES,
     NAME_ATTR,
     ROLE_ATTR,
+    arg_init,
     arg_name,
     arg_role,
     result_names,
@@ -131,7 +132,14 @@ class _FuncLowering:
                 )
             if not isinstance(arg.type, TensorType):
                 raise OpError(self.fn, f'argument #{i} ("{name}") must be a tensor, got {arg.type}')
-            buf = ex.BufferOp(name, ex.from_tensor(arg.type, role))
+            init = arg_init(arg)
+            if init is not None and (role != "state" or init.type != arg.type):
+                raise OpError(
+                    self.fn,
+                    f'argument #{i} ("{name}") has aicfc.init of type {init.type}; only a state '
+                    f"has one, of its own type {arg.type}",
+                )
+            buf = ex.BufferOp(name, ex.from_tensor(arg.type, role), init)
             copy_location(self.fn, buf)
             buf.result.name_hint = arg.name_hint
             self.decls.append(buf)

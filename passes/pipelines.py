@@ -82,6 +82,29 @@ def train_pipeline(
     )
 
 
+DATA_PARALLEL_STAGE = "data-parallel"
+"""The stage after aicfc-data-parallel, which `with_data_parallel` adds after "exec"."""
+
+
+def with_data_parallel(
+    steps: tuple[Step, ...], world_size: int, bucket_mb: float = 25.0
+) -> tuple[Step, ...]:
+    """`steps` with `aicfc-data-parallel{world_size bucket_mb}` right after the "exec" step
+    (the gradients' mean all-reduce goes in before in-place folding and memory planning).
+    Raises ValueError when `steps` has no "exec" step or already has the stage."""
+    stages = [s.stage for s in steps]
+    if "exec" not in stages or DATA_PARALLEL_STAGE in stages:
+        raise ValueError(
+            f"with_data_parallel: needs one 'exec' step and no data-parallel one, got {stages}"
+        )
+    at = stages.index("exec") + 1
+    step = Step(
+        DATA_PARALLEL_STAGE,
+        f"aicfc-data-parallel{{world_size={int(world_size)} bucket_mb={float(bucket_mb)!r}}}",
+    )
+    return (*steps[:at], step, *steps[at:])
+
+
 def stage_names(steps: tuple[Step, ...] | None = None) -> tuple[str, ...]:
     """ "graph" followed by each step's stage, in order."""
     return (GRAPH_STAGE, *(s.stage for s in steps or train_pipeline()))
@@ -128,6 +151,7 @@ def run_steps(
 
 
 __all__ = [
+    "DATA_PARALLEL_STAGE",
     "GRAPH_STAGE",
     "Step",
     "available_passes",
@@ -135,4 +159,5 @@ __all__ = [
     "run_steps",
     "stage_names",
     "train_pipeline",
+    "with_data_parallel",
 ]

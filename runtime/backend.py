@@ -31,8 +31,9 @@ import numpy as np
 
 from aicfc.dialects import exec as ex
 from aicfc.runtime import registry
+from aicfc.runtime.collectives import Communicator
 from aicfc.runtime.errors import ExecError, InputError
-from aicfc.runtime.plan import BufferSpec, CopyStep, ExecPlan, LaunchStep
+from aicfc.runtime.plan import BufferSpec, ExecPlan, LaunchStep, PlanStep
 from aicfc.runtime.store import Array, BufferStore
 
 
@@ -48,6 +49,9 @@ class Backend(ABC):
     kernel_family: ClassVar[str]
     takes_device_arrays: ClassVar[bool] = False
     """Whether `Executable.run` accepts arrays already on the device as inputs."""
+    communicator: Communicator | None = None
+    """What the `exec.communicator`s of the programs it loads bind to (data parallelism;
+    runtime/collectives.py), or None: such a program is then refused at load."""
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -92,12 +96,34 @@ class Backend(ABC):
         """Wait until queued device work is done (a no-op on the CPU)."""
 
 
+def bind_communicator(plan: ExecPlan, comm: Communicator | None) -> Communicator | None:
+    """The communicator the plan's `exec.communicator`s bind to (None if it has none).
+
+    Raises ExecError when the plan needs one and `comm` is None, or when a declared
+    world size differs from `comm.world_size`.
+    """
+    for name, size in plan.communicators:
+        if comm is None:
+            raise ExecError(
+                f'@{plan.name}: needs the communicator "{name}" of {size} ranks (its gradients '
+                "are all-reduced) and the backend has none: compile it with "
+                "aicfc.compile(..., data_parallel=...) or give the backend a communicator"
+            )
+        if comm.world_size != size:
+            raise ExecError(
+                f'@{plan.name}: communicator "{name}" is declared with world_size {size}, '
+                f"the backend's has {comm.world_size} ranks"
+            )
+    return comm if plan.communicators else None
+
+
 class Executable(ABC):
     """A loaded program: fixed buffers and the steps that run on them.
 
     backend: the Backend that loaded it.
     plan:    the program as data (ExecPlan).
     store:   the BufferStore holding its params and state.
+    communicator: what its collectives run over (None for a program without any).
     inputs:  the input buffers' specs by name (shape, dtype).
     outputs: the names `run` returns, in program order.
     """
@@ -108,12 +134,13 @@ class Executable(ABC):
         self.store = store
         self.inputs: dict[str, BufferSpec] = plan.inputs()
         self.outputs: tuple[str, ...] = tuple(n for n, _ in plan.outputs)
+        self.communicator = bind_communicator(plan, backend.communicator)
 
     @property
     def name(self) -> str:
         return self.plan.name
 
-    def where(self, step: LaunchStep | CopyStep) -> str:
+    def where(self, step: PlanStep) -> str:
         """`@program (file:line:col)` of a step, for error messages."""
         return f"@{self.plan.name}" + (f" ({step.location})" if step.location else "")
 

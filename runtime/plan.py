@@ -4,9 +4,10 @@
     plan.inputs()                           # {"x": BufferSpec(...), ...}
 
 `ExecPlan` holds the buffer slots (`BufferSpec`: stable name, role, shape, dtype,
-arena offset or constant value), the launch and copy steps of the `exec.graph`
-body in program order (`LaunchStep`, `CopyStep`, each with its source location
-for error messages) and the named outputs. Both backends load a plan;
+arena offset or constant value), the steps of the `exec.graph` body in program
+order (`LaunchStep`, `CopyStep`, `CollectiveStep`, each with its source location
+for error messages and the slots it `reads()` and `writes()`), the named outputs
+and the communicators the program needs (name, world size). Both backends load a plan;
 runtime/schedule.py reads one to find the launches' dependencies.
 """
 
@@ -30,7 +31,8 @@ class BufferSpec:
     """One buffer of a program: its slot, stable name, role, shape, dtype.
 
     offset: bytes into the arena for planned tmp buffers (else None).
-    value:  the data of a const buffer (else None).
+    value:  the data of a const buffer, or the initial value of a state that does not start
+            at zero (`exec.buffer ... init`; else None).
     """
 
     slot: int
@@ -61,6 +63,12 @@ class LaunchStep:
     location: str | None = None
     alias: str | None = None
 
+    def reads(self) -> tuple[int, ...]:
+        return self.inputs
+
+    def writes(self) -> tuple[int, ...]:
+        return self.outputs
+
 
 @dataclass(frozen=True)
 class CopyStep:
@@ -70,6 +78,35 @@ class CopyStep:
     dest: int
     location: str | None = None
 
+    def reads(self) -> tuple[int, ...]:
+        return (self.source,)
+
+    def writes(self) -> tuple[int, ...]:
+        return (self.dest,)
+
+
+@dataclass(frozen=True)
+class CollectiveStep:
+    """exec.all_reduce: pack `tensors` (slots) into `bucket` (a slot), reduce the bucket
+    over the ranks of `communicator` with `reduce` ("sum" or "mean"), unpack. `slices`:
+    [start, stop) of each tensor in the bucket, in elements."""
+
+    reduce: str
+    communicator: str
+    tensors: tuple[int, ...]
+    bucket: int
+    slices: tuple[tuple[int, int], ...]
+    location: str | None = None
+
+    def reads(self) -> tuple[int, ...]:
+        return self.tensors
+
+    def writes(self) -> tuple[int, ...]:
+        return (*self.tensors, self.bucket)
+
+
+PlanStep = LaunchStep | CopyStep | CollectiveStep
+
 
 @dataclass(frozen=True)
 class ExecPlan:
@@ -77,9 +114,10 @@ class ExecPlan:
 
     name: str
     buffers: tuple[BufferSpec, ...]
-    steps: tuple[LaunchStep | CopyStep, ...]
+    steps: tuple[PlanStep, ...]
     outputs: tuple[tuple[str, int], ...]
     arena_size: int | None = None
+    communicators: tuple[tuple[str, int], ...] = ()
 
     @staticmethod
     def from_program(program: ex.ProgramOp) -> ExecPlan:
@@ -87,8 +125,9 @@ class ExecPlan:
         pname = program.sym_name.data
         slots: dict[int, int] = {}
         buffers: list[BufferSpec] = []
-        steps: list[LaunchStep | CopyStep] = []
+        steps: list[PlanStep] = []
         outputs: list[tuple[str, int]] = []
+        comms: dict[int, tuple[str, int]] = {}
 
         def add(value: Any, name: str, offset: int | None = None, data: Any = None) -> None:
             t = ex.buffer_type(value)
@@ -108,13 +147,16 @@ class ExecPlan:
 
         for op in program.block.ops:
             if isinstance(op, ex.BufferOp):
-                add(op.result, op.buffer_name.data)
+                init = dense_to_numpy(op.init) if op.init is not None else None
+                add(op.result, op.buffer_name.data, data=init)
             elif isinstance(op, ex.AllocOp):
                 hint = op.result.name_hint
                 off = op.offset.value.data if op.offset is not None else None
                 add(op.result, f"%{hint}" if hint else f"tmp{len(buffers)}", off)
             elif isinstance(op, ex.ConstantOp):
                 add(op.result, f"const{len(buffers)}", data=dense_to_numpy(op.value))
+            elif isinstance(op, ex.CommunicatorOp):
+                comms[id(op.result)] = (op.comm_name.data, op.world_size.value.data)
             elif isinstance(op, ex.GraphOp):
                 for s in op.block.ops:
                     if isinstance(s, ex.LaunchOp):
@@ -132,10 +174,23 @@ class ExecPlan:
                         steps.append(
                             CopyStep(slots[id(s.source)], slots[id(s.dest)], location_of(s))
                         )
+                    elif isinstance(s, ex.AllReduceOp):
+                        steps.append(
+                            CollectiveStep(
+                                s.reduce_op.value,
+                                comms[id(s.communicator)][0],
+                                tuple(slots[id(v)] for v in s.tensors),
+                                slots[id(s.bucket)],
+                                tuple(s.slices()),
+                                location_of(s),
+                            )
+                        )
             elif isinstance(op, ex.OutputOp):
                 outputs.append((op.buffer_name.data, slots[id(op.value)]))
         arena = program.arena_size.value.data if program.arena_size is not None else None
-        return ExecPlan(pname, tuple(buffers), tuple(steps), tuple(outputs), arena)
+        return ExecPlan(
+            pname, tuple(buffers), tuple(steps), tuple(outputs), arena, tuple(comms.values())
+        )
 
     def inputs(self) -> dict[str, BufferSpec]:
         return {b.name: b for b in self.buffers if b.role == "input"}

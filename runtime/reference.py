@@ -16,6 +16,8 @@ run the same functions in float64.
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -26,6 +28,7 @@ from xdsl.ir import Operation
 from aicfc.dialects import autodiff as ad
 from aicfc.dialects import graph as g
 from aicfc.dialects.graph import ACTIVATIONS, Activation
+from aicfc.dialects.schedule_table import segment_values, split_kinds
 
 Array = np.ndarray
 RefFn = Callable[..., tuple[Array, ...]]
@@ -471,10 +474,20 @@ def epilogue_grad(dy: Array, saved: Array, *, act: str) -> tuple[Array, Array]:
     return dz, np.sum(dz, axis=tuple(range(dz.ndim - 1))).astype(dz.dtype)
 
 
-# --- optimizer steps (hyperparameter defaults: the op classes' DEFAULTS) --------
+# --- optimizer steps and the training loop's bookkeeping ------------------------
+# Hyperparameters arrive as 0-d arrays (f64 state in the train steps aicfc builds) and
+# are used as Python floats, as torch.optim uses a param group's numbers.
 
-_ADAM = ad.AdamStepOp.DEFAULTS
-_SGD = ad.SgdStepOp.DEFAULTS
+
+def _unchanged(*arrays: Array) -> tuple[Array, ...]:
+    """Copies of the inputs: the results of an update whose `apply` is 0."""
+    return tuple(np.array(a, copy=True) for a in arrays)
+
+
+def _scaled(grad: Array, grad_scale: Array) -> Array:
+    """grad * grad_scale in the gradient's dtype (exactly grad where the scale is 1)."""
+    s = float(grad_scale)
+    return grad if s == 1.0 else grad * grad.dtype.type(s)
 
 
 def adam_step(
@@ -483,26 +496,33 @@ def adam_step(
     exp_avg: Array,
     exp_avg_sq: Array,
     step: Array,
+    lr: Array,
+    beta1: Array,
+    beta2: Array,
+    eps: Array,
+    weight_decay: Array,
+    grad_scale: Array,
+    apply: Array,
     *,
-    lr: float,
-    beta1: float = _ADAM["beta1"],
-    beta2: float = _ADAM["beta2"],
-    eps: float = _ADAM["eps"],
-    weight_decay: float = _ADAM["weight_decay"],
     decoupled_weight_decay: bool = False,
-) -> tuple[Array, Array, Array, Array]:
-    """torch.optim.Adam's single-tensor update, in its order of operations."""
+) -> tuple[Array, ...]:
+    """torch.optim.Adam's single-tensor update, in its order of operations, on the gradient
+    times grad_scale; with apply = 0 the inputs unchanged."""
+    if float(apply) == 0.0:
+        return _unchanged(param, exp_avg, exp_avg_sq, step)
     dt = param.dtype.type
+    lr_, b1, b2, eps_, wd = (float(h) for h in (lr, beta1, beta2, eps, weight_decay))
+    grad = _scaled(grad, grad_scale)
     t = float(step) + 1.0
-    if weight_decay and decoupled_weight_decay:
-        param = param * dt(1.0 - lr * weight_decay)
-    elif weight_decay:
-        grad = grad + dt(weight_decay) * param
-    m = exp_avg + dt(1.0 - beta1) * (grad - exp_avg)  # torch: exp_avg.lerp_(grad, 1 - beta1)
-    v = exp_avg_sq * dt(beta2) + dt(1.0 - beta2) * grad * grad
-    step_size = lr / (1.0 - beta1**t)
-    bias_correction2_sqrt = (1.0 - beta2**t) ** 0.5
-    denom = np.sqrt(v) / dt(bias_correction2_sqrt) + dt(eps)
+    if wd and decoupled_weight_decay:
+        param = param * dt(1.0 - lr_ * wd)
+    elif wd:
+        grad = grad + dt(wd) * param
+    m = exp_avg + dt(1.0 - b1) * (grad - exp_avg)  # torch: exp_avg.lerp_(grad, 1 - beta1)
+    v = exp_avg_sq * dt(b2) + dt(1.0 - b2) * grad * grad
+    step_size = lr_ / (1.0 - b1**t)
+    bias_correction2_sqrt = (1.0 - b2**t) ** 0.5
+    denom = np.sqrt(v) / dt(bias_correction2_sqrt) + dt(eps_)
     new_param = param - dt(step_size) * (m / denom)
     return new_param, m, v, np.asarray(t, dtype=step.dtype)
 
@@ -510,22 +530,126 @@ def adam_step(
 def sgd_step(
     param: Array,
     grad: Array,
+    lr: Array,
+    momentum: Array,
+    weight_decay: Array,
+    grad_scale: Array,
+    apply: Array,
     momentum_buffer: Array | None = None,
     *,
-    lr: float,
-    momentum: float = _SGD["momentum"],
-    weight_decay: float = _SGD["weight_decay"],
     nesterov: bool = False,
 ) -> tuple[Array, ...]:
-    """torch.optim.SGD's update with dampening 0 (buffer starting at zero)."""
+    """torch.optim.SGD's update with dampening 0 (buffer starting at zero) on the gradient
+    times grad_scale; with apply = 0 the inputs unchanged."""
+    if float(apply) == 0.0:
+        return _unchanged(param, *([] if momentum_buffer is None else [momentum_buffer]))
     dt = param.dtype.type
-    if weight_decay:
-        grad = grad + dt(weight_decay) * param
+    lr_, mu, wd = float(lr), float(momentum), float(weight_decay)
+    grad = _scaled(grad, grad_scale)
+    if wd:
+        grad = grad + dt(wd) * param
     if momentum_buffer is None:
-        return (param - dt(lr) * grad,)
-    buf = dt(momentum) * momentum_buffer + grad
-    step = grad + dt(momentum) * buf if nesterov else buf
-    return param - dt(lr) * step, buf
+        return (param - dt(lr_) * grad,)
+    buf = dt(mu) * momentum_buffer + grad
+    step = grad + dt(mu) * buf if nesterov else buf
+    return param - dt(lr_) * step, buf
+
+
+def _constant_lr(b: float, t: int, *, factor: float, total_iters: float) -> float:
+    return b * (factor if t < total_iters else 1.0)
+
+
+def _linear_lr(
+    b: float, t: int, *, start_factor: float, end_factor: float, total_iters: float
+) -> float:
+    return b * (start_factor + (end_factor - start_factor) * min(total_iters, t) / total_iters)
+
+
+def _step_lr(b: float, t: int, *, step_size: float, gamma: float) -> float:
+    return b * gamma ** float(t // int(step_size))
+
+
+def _exponential_lr(b: float, t: int, *, gamma: float) -> float:
+    return b * gamma ** float(t)
+
+
+def _cosine_lr(b: float, t: int, *, T_max: float, eta_min: float) -> float:
+    return eta_min + (b - eta_min) * (1.0 + math.cos(math.pi * t / T_max)) / 2.0
+
+
+CLOSED_FORMS: dict[str, Callable[..., float]] = {
+    "constant": _constant_lr,
+    "linear": _linear_lr,
+    "step": _step_lr,
+    "exponential": _exponential_lr,
+    "cosine": _cosine_lr,
+}
+"""The closed form of each schedule kind (dialects/schedule_table.py), by name."""
+
+
+def schedule_lr(
+    base: float,
+    last_epoch: int,
+    kinds: str,
+    milestones: tuple[int, ...],
+    coefficients: tuple[float, ...],
+) -> float:
+    """The learning rate after `last_epoch` updates of a schedule (autodiff.lr_schedule's
+    properties), in float64: the segment whose milestone `last_epoch` has passed, at its
+    local step (torch's SequentialLR restarts a scheduler at its milestone)."""
+    names = split_kinds(kinds)
+    segment = bisect.bisect_right(milestones, last_epoch)
+    t = last_epoch - (milestones[segment - 1] if segment else 0)
+    values = segment_values(names[segment], coefficients, segment)
+    return CLOSED_FORMS[names[segment]](float(base), t, **values)
+
+
+def lr_schedule(
+    last_epoch: Array,
+    apply: Array,
+    *initial_lr: Array,
+    kinds: str,
+    milestones: tuple[int, ...],
+    coefficients: tuple[float, ...],
+) -> tuple[Array, ...]:
+    """(last_epoch + [apply != 0], lr of each group at last_epoch)."""
+    epoch = int(last_epoch)
+    lrs = [
+        np.asarray(schedule_lr(float(b), epoch, kinds, milestones, coefficients), dtype=b.dtype)
+        for b in initial_lr
+    ]
+    new_epoch = np.asarray(epoch + (float(apply) != 0.0), dtype=last_epoch.dtype)
+    return (new_epoch, *lrs)
+
+
+def clip_grad_norm(*grads: Array, max_norm: float) -> tuple[Array, Array]:
+    """(total_norm, clip_coef) of torch.nn.utils.clip_grad_norm_: the 2-norm of all the
+    gradients (squares summed in float64, rounded once), min(1, max_norm / (norm + 1e-6))
+    in the gradients' dtype (NaN stays NaN, as torch.clamp keeps it)."""
+    dt = grads[0].dtype.type
+    total = 0.0
+    for grad in grads:
+        g64 = np.asarray(grad, dtype=np.float64).ravel()
+        total += float(np.sum(g64 * g64))
+    norm = dt(math.sqrt(total))
+    coef = dt(max_norm) / (norm + dt(ad.ClipGradNormOp.EPS))
+    return np.asarray(norm), np.asarray(np.minimum(dt(1.0), coef), dtype=norm.dtype)
+
+
+def accumulation_step(count: Array, *, every: int) -> tuple[Array, Array]:
+    """((count + 1) mod every, 1.0 where count + 1 == every else 0.0 as f32)."""
+    c = int(count) + 1
+    return np.asarray(c % every, dtype=count.dtype), np.asarray(
+        1.0 if c == every else 0.0, dtype=np.float32
+    )
+
+
+def accumulate_grad(grad: Array, accum: Array, reset: Array, *, every: int) -> tuple[Array, Array]:
+    """(mean, new_accum): sum = accum + grad; mean = sum / every; new_accum = 0 where
+    reset != 0, else sum."""
+    total = accum + grad
+    mean = total / total.dtype.type(every)
+    return mean, (np.zeros_like(total) if float(reset) != 0.0 else total)
 
 
 # --- the table: op class -> reference ------------------------------------------
@@ -572,6 +696,10 @@ REFERENCE: dict[type[Operation], RefFn] = {
     ad.ScaledDotProductAttentionGradOp: scaled_dot_product_attention_grad,
     ad.AdamStepOp: adam_step,
     ad.SgdStepOp: sgd_step,
+    ad.LrScheduleOp: lr_schedule,
+    ad.ClipGradNormOp: clip_grad_norm,
+    ad.AccumulationStepOp: accumulation_step,
+    ad.AccumulateGradOp: accumulate_grad,
 }
 """Reference semantics of every executable op, keyed by op class. graph.constant is data (its
 value attribute) and autodiff.backward must be expanded first; neither is here."""

@@ -249,6 +249,10 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ),
     ("autodiff.adam_step", _FLOATS, Constraints()),
     ("autodiff.sgd_step", _FLOATS, Constraints()),
+    ("autodiff.lr_schedule", ("i64",), Constraints()),
+    ("autodiff.clip_grad_norm", _FLOATS, Constraints()),
+    ("autodiff.accumulation_step", ("i64",), Constraints()),
+    ("autodiff.accumulate_grad", _FLOATS, Constraints()),
     ("exec.copy", (*_NUMBERS, "i1"), Constraints()),
 )
 

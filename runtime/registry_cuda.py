@@ -20,12 +20,15 @@ to cuBLASLt (needs capability "cublaslt": nvmath-python importable), else our ow
 SIMT kernels (the 128x128 tile only from 512x512 up, else the 64x64 one). TF32
 kernels are refused unless the compile allows TF32 (`requires=("tf32",)`), and then
 outscore the rest where the product fills their tiles. cuBLASLt's GELU epilogue is
-the tanh approximation, not the exact erf GELU of graph.gelu, so cuBLASLt entries
-refuse act=gelu: they take the activations whose row of the activation table
+the tanh approximation, not the exact erf GELU of graph.gelu, so the fused cuBLASLt
+entries refuse act=gelu: they take the activations whose row of the activation table
 (dialects/activation_table.py) names a cuBLASLt epilogue, our GEMM kernels those
 with an epilogue form, and every activation has its elementwise kernel and that of
-its gradient. cuBLASLt has no row-alignment constraint: the GPU tests run it on rows
-of 524 bytes (K = 131) and 40 bytes (N = 10) within the fp32 tolerance.
+its gradient. The split cuBLASLt entries (flag "split_epilogue") take the epilogue
+activations without a cuBLASLt epilogue as two launches, cuBLASLt's product + bias
+into Z, then our activation kernel; they win on large products only (a GPT's MLP).
+cuBLASLt has no row-alignment constraint: the GPU tests run it on rows of 524 bytes
+(K = 131) and 40 bytes (N = 10) within the fp32 tolerance.
 
 Imports nothing but the registry's dataclasses and the activation table (a launcher is
 named, never imported).
@@ -172,6 +175,35 @@ _CUBLASLT = tuple(
     for op, op_flags in _GEMM_FLAGS
     for prec in ("f32", "tf32")
 )
+
+SPLIT_EPILOGUE_ACTIVATIONS = tuple(a for a in EPILOGUE_ACTIVATIONS if a not in CUBLASLT_ACTIVATIONS)
+"""The epilogue activations cuBLASLt has no exact epilogue for (gelu, silu): the split
+entries below run them as our elementwise kernel after cuBLASLt's product and bias."""
+
+_CUBLASLT_SPLIT = tuple(
+    KernelSpec(
+        name=f"cuda.gemm_epilogue_cublaslt_then_act_{prec}",
+        op="graph.gemm_epilogue",
+        family="cuda",
+        dtypes=F32,
+        constraints=Constraints(
+            activations=SPLIT_EPILOGUE_ACTIVATIONS,
+            min_arch=80 if prec == "tf32" else 0,
+            requires=("cublaslt", "tf32") if prec == "tf32" else ("cublaslt",),
+            gemm_batch=0,
+        ),
+        flags=frozenset({"library", "cublaslt", "split_epilogue"})
+        | (frozenset({"tensor_core", "tf32"}) if prec == "tf32" else frozenset()),
+        launcher="cublaslt:launch_cublaslt_then_act",
+        priority=10,
+    )
+    for prec in ("f32", "tf32")
+)
+"""gemm_epilogue with GELU or SiLU as two launches: cuBLASLt's product with its BIAS
+epilogue into Z (the pre-activation the backward reads; into Y when Z is not kept), then
+our kernel Y = act(Z), in place on Y without Z (flag "split_epilogue"; the selector lets
+it win only on products large enough to pay for the second pass,
+`selector.SPLIT_EPILOGUE_MIN_MACS`)."""
 
 
 def _k(
@@ -411,9 +443,18 @@ _REDUCTIONS = [
         "autodiff.epilogue_grad",
         "reduce.cu",
         "aicfc_epilogue_grad_f32",
-        (("M", "int32_t"), ("N", "int32_t"), ("act", "int32_t")),
-        flags=("fused",),
+        (("M", "int32_t"), ("N", "int32_t"), ("act", "int32_t"), ("rows", "int32_t")),
+        flags=("fused", "workspace"),  # the row chunks' partial column sums
         constraints=Constraints(activations=EPILOGUE_ACTIVATIONS),
+        launcher="launch_epilogue_grad",
+    ),
+    _k(
+        "sum_partials_f32",
+        "autodiff.epilogue_grad",
+        "reduce.cu",
+        "aicfc_sum_partials_f32",
+        (("chunks", "int32_t"), ("N", "int32_t")),
+        flags=("auxiliary",),  # the second stage of epilogue_grad and reduce_sum over row chunks
         launcher="launch_epilogue_grad",
     ),
     _k(
@@ -421,7 +462,8 @@ _REDUCTIONS = [
         "graph.reduce_sum",
         "reduce.cu",
         "aicfc_reduce_sum_f32",
-        (("outer", "int64_t"), ("R", "int64_t"), ("inner", "int64_t")),
+        (("outer", "int64_t"), ("R", "int64_t"), ("inner", "int64_t"), ("rows", "int64_t")),
+        flags=("workspace",),  # the row chunks' partial sums
         launcher="launch_reduce_sum",
     ),
 ]
@@ -432,20 +474,21 @@ _ADAM_ABI = (
     ("ntensors", "int32_t"),
     ("nchunks", "int32_t"),
     ("chunk", "int32_t"),
-    ("lr", "double"),
-    ("beta1", "double"),
-    ("beta2", "double"),
-    ("eps", "double"),
-    ("weight_decay", "double"),
     ("decoupled_weight_decay", "int32_t"),
 )
-_SGD_ABI = (
-    ("lr", "double"),
-    ("momentum", "double"),
-    ("weight_decay", "double"),
-    ("nesterov", "int32_t"),
-    ("n", "int64_t"),
+_SGD_ABI = (("nesterov", "int32_t"), ("n", "int64_t"))
+_CLIP_ABI = (
+    ("meta", "uint64_t"),
+    ("ntensors", "int32_t"),
+    ("nchunks", "int32_t"),
+    ("chunk", "int32_t"),
+    ("max_norm", "double"),
 )
+_F64_HYPERPARAMETERS = ("f64",)
+# The hyperparameter operands are f64 and the control scalars f32 (the launchers check
+# the variadic ones): adam_step's operands 5-9 and 10-11, sgd_step's 2-4 and 5-6.
+_ADAM_OPERANDS = (*((i, _F64_HYPERPARAMETERS) for i in range(5, 10)), (10, F32), (11, F32))
+_SGD_OPERANDS = (*((i, _F64_HYPERPARAMETERS) for i in range(2, 5)), (5, F32), (6, F32))
 
 _RANDOM_AND_OPTIM = [
     _k(
@@ -474,6 +517,7 @@ _RANDOM_AND_OPTIM = [
         "optim.cu",
         "aicfc_adam_multi_tensor_f32",
         _ADAM_ABI,
+        constraints=Constraints(operand_dtypes=_ADAM_OPERANDS),
         flags=("inplace_ok", "multi_tensor", "workspace"),
         launcher="launch_adam",
     ),
@@ -483,8 +527,47 @@ _RANDOM_AND_OPTIM = [
         "optim.cu",
         "aicfc_sgd_f32",
         _SGD_ABI,
+        constraints=Constraints(operand_dtypes=_SGD_OPERANDS),
         flags=_INPLACE,
         launcher="launch_sgd",
+    ),
+    _k(
+        "lr_schedule",
+        "autodiff.lr_schedule",
+        "optim.cu",
+        "aicfc_lr_schedule",
+        (("meta", "uint64_t"), ("ngroups", "int32_t"), ("nsegments", "int32_t")),
+        dtypes=("i64",),
+        flags=_INPLACE,
+        launcher="launch_lr_schedule",
+    ),
+    _k(
+        "clip_grad_norm_f32",
+        "autodiff.clip_grad_norm",
+        "optim.cu",
+        "aicfc_clip_grad_norm_f32",
+        _CLIP_ABI,
+        flags=("workspace",),
+        launcher="launch_clip_grad_norm",
+    ),
+    _k(
+        "accumulation_step",
+        "autodiff.accumulation_step",
+        "optim.cu",
+        "aicfc_accumulation_step",
+        (("every", "int64_t"),),
+        dtypes=("i64",),
+        flags=_INPLACE,
+        launcher="launch_accumulation_step",
+    ),
+    _k(
+        "accumulate_grad_f32",
+        "autodiff.accumulate_grad",
+        "optim.cu",
+        "aicfc_accumulate_grad_f32",
+        (("every", "int64_t"), ("n", "int64_t")),
+        flags=_INPLACE,
+        launcher="launch_accumulate_grad",
     ),
 ]
 
@@ -643,6 +726,7 @@ _LAYOUT_OPS = [
 KERNELS: tuple[KernelSpec, ...] = (
     *_GEMMS,
     *_CUBLASLT,
+    *_CUBLASLT_SPLIT,
     *_ELEMENTWISE,
     *_LAYOUT,
     *_LOSSES,

@@ -19,7 +19,10 @@ results are bitwise the reference's (test/python/runtime/test_numpy_kernels.py);
 the selector prefers them by `priority`. They take float32 and float64 (and the
 integer dtypes where NumPy's integer arithmetic is the reference's); float16,
 attention with dropout and the ops without a row here (dropout, softmax, scale,
-causal_mask and their gradients) run the reference kernel.
+causal_mask and their gradients, and the training loop's ops: lr_schedule and
+accumulation_step on scalars, clip_grad_norm and accumulate_grad) run the
+reference kernel. The optimizer kernels read their hyperparameters, gradient
+scale and apply flag from their operands at every step.
 """
 
 from __future__ import annotations

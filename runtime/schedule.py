@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from aicfc.runtime.plan import CopyStep, ExecPlan, LaunchStep
+from aicfc.runtime.plan import ExecPlan, LaunchStep, PlanStep
 
 ARENA = "arena"
 """The memory space of planned tmp buffers (exec.alloc with an offset)."""
@@ -102,11 +102,10 @@ def buffer_regions(plan: ExecPlan) -> tuple[Region, ...]:
     return tuple(out)
 
 
-def step_access(step: LaunchStep | CopyStep, regions: Sequence[Region]) -> Access:
-    """The regions that one exec step reads (its inputs, a copy's source) and writes."""
-    if isinstance(step, CopyStep):
-        return Access((regions[step.source],), (regions[step.dest],))
-    return Access(tuple(regions[i] for i in step.inputs), tuple(regions[o] for o in step.outputs))
+def step_access(step: PlanStep, regions: Sequence[Region]) -> Access:
+    """The regions that one exec step reads (its inputs, a copy's source, a collective's
+    tensors) and writes (its outputs, a copy's dest, a collective's tensors and bucket)."""
+    return Access(tuple(regions[i] for i in step.reads()), tuple(regions[o] for o in step.writes()))
 
 
 def plan_accesses(plan: ExecPlan) -> list[Access]:
@@ -270,14 +269,6 @@ def _pick(n: int, ds: frozenset[int], anc: int, tails: list[int | None]) -> int:
     return min(range(len(tails)), key=lambda s: tails[s] or 0)
 
 
-def _writes(step: LaunchStep | CopyStep) -> tuple[int, ...]:
-    return (step.dest,) if isinstance(step, CopyStep) else step.outputs
-
-
-def _reads(step: LaunchStep | CopyStep) -> tuple[int, ...]:
-    return (step.source,) if isinstance(step, CopyStep) else step.inputs
-
-
 def view_aliases(plan: ExecPlan, is_view: Callable[[LaunchStep], bool]) -> dict[int, int]:
     """Result slot -> the slot whose bytes it may share, for the launches `is_view` names
     (a reshape: the same bytes read with another shape), where that is safe.
@@ -294,9 +285,9 @@ def view_aliases(plan: ExecPlan, is_view: Callable[[LaunchStep], bool]) -> dict[
     writers: dict[int, list[int]] = {}
     last_read: dict[int, int] = {}
     for k, step in enumerate(steps):
-        for slot in _writes(step):
+        for slot in step.writes():
             writers.setdefault(slot, []).append(k)
-        for slot in _reads(step):
+        for slot in step.reads():
             last_read[slot] = k
     for _, slot in plan.outputs:
         last_read[slot] = len(steps)
@@ -315,7 +306,7 @@ def view_aliases(plan: ExecPlan, is_view: Callable[[LaunchStep], bool]) -> dict[
         clobbered = any(
             regions[slot].overlaps(storage)
             for t in range(k + 1, min(until, len(steps) - 1) + 1)
-            for slot in _writes(steps[t])
+            for slot in steps[t].writes()
         )
         if not clobbered:
             base[y] = root

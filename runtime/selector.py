@@ -49,6 +49,14 @@ SPLIT_K_MAX_TILES = 64
 """The split-K rule's shape: K of at least 256 (four chunks of 64), at most 64 output
 tiles of 32x32 (half the H200's multiprocessors)."""
 
+SPLIT_EPILOGUE_MIN_MACS = 1 << 28
+"""A split epilogue (cuBLASLt's product + bias, then our activation kernel: flag
+"split_epilogue") pays from this many multiply-adds up. Its second launch reads and
+writes M N floats again and adds a node to the graph's chain; on nanoGPT's MLP
+(16384 x 1536 x 384, 9.7G MACs) our fused tiles ran at 27 TFLOP/s (~700 us, H200, TF32),
+where cuBLASLt's product takes ~70 us and the activation pass ~50 us. gpt-tiny's MLP
+(2048 x 512 x 128, 134M MACs) is latency-bound and keeps the one fused launch."""
+
 _ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i1": 1, "i32": 4, "i64": 8}
 
 
@@ -295,6 +303,11 @@ def _split_k_pays(p: Problem) -> bool:
     return k >= SPLIT_K_MIN_K and -(-m // 32) * -(-n // 32) <= SPLIT_K_MAX_TILES
 
 
+def _split_epilogue_pays(p: Problem) -> bool:
+    macs = p.macs()
+    return macs is not None and macs >= SPLIT_EPILOGUE_MIN_MACS
+
+
 SCORE_RULES: tuple[ScoreRule, ...] = (
     ScoreRule(
         "tensor cores on a tensor-core device, for a product that fills their tiles",
@@ -343,6 +356,12 @@ SCORE_RULES: tuple[ScoreRule, ...] = (
         2,
         lambda s, p, cap: "fused" in s.flags,
     ),
+    ScoreRule(
+        "a split epilogue's second launch outweighs the library's speed on a product "
+        "below SPLIT_EPILOGUE_MIN_MACS",
+        -16,
+        lambda s, p, cap: "split_epilogue" in s.flags and not _split_epilogue_pays(p),
+    ),
 )
 """Soft rules, applied only to kernels that passed `refusal` (so a specialised
 kernel whose constraints hold beats a generic one). With the CUDA registry, strict
@@ -352,7 +371,10 @@ to cuBLASLt over our 128x128 tile (4 + 2); with TF32 allowed, products that fill
 tensor-core tiles (M, N >= 64, K >= 32) go to cuBLASLt TF32 (20 + 5 + 8 + 2) or,
 without nvmath, our WMMA kernel. A batch of products (rank >= 3 operands that do not fold
 into one product) goes to our batched 64x64 tile kernel while the whole batch is small
-(10), else to cuBLASLt's strided-batched matmul (8)."""
+(10), else to cuBLASLt's strided-batched matmul (8). A gemm_epilogue with GELU or SiLU
+(no cuBLASLt epilogue) goes to the split cuBLASLt entry from SPLIT_EPILOGUE_MIN_MACS up
+(TF32: 20 + 5 + 8 over our WMMA kernel's 20 + 5 + 2; strict: 8 over the 128x128 tile's
+4 + 2), below it to our fused kernels (the split entry's 16 points off)."""
 
 
 def score(spec: KernelSpec, problem: Problem, capability: Capability) -> int:

@@ -18,7 +18,8 @@ and anything the file does not provide is generated:
 - params: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), PyTorch's nn.Linear default,
   with fan_in the last dim of a [out, in] weight; a "<p>.bias" uses the fan_in
   of "<p>.weight" (else its own length);
-- state (optimizer moments, step counters, rng.offset): zeros, their initial value.
+- state (optimizer moments, step counters, rng.offset, hyperparameters): its
+  `aicfc.init` (the learning rate, betas, ...), else zeros.
 
 All random values come from one Generator seeded by --seed (default 0). Each
 step reuses the same inputs (so a train step fits that batch) and prints the
@@ -67,7 +68,7 @@ from aicfc.ir import IRError, parse_module
 from aicfc.runtime import registry
 from aicfc.runtime.errors import ExecError
 from aicfc.runtime.files import WriteError, atomic_write
-from aicfc.runtime.plan import BufferSpec, CopyStep
+from aicfc.runtime.plan import BufferSpec
 from aicfc.tools.cli import (
     EXIT_ERROR,
     EXIT_INTERNAL,
@@ -76,6 +77,7 @@ from aicfc.tools.cli import (
     one_line_warnings,
     usage_errors_exit_1,
 )
+from aicfc.training import TRAINING_STATE_PREFIXES
 
 
 class RunError(Exception):
@@ -207,7 +209,7 @@ def generate(
             continue
         made.append(b.name)
         if b.role == "state":
-            values[b.name] = np.zeros(b.shape, b.dtype)
+            values[b.name] = b.value if b.value is not None else np.zeros(b.shape, b.dtype)
         elif b.role == "param":
             bound = 1.0 / math.sqrt(_fan_in(b, shapes))
             values[b.name] = rng.uniform(-bound, bound, b.shape).astype(b.dtype)
@@ -221,7 +223,8 @@ def generate(
 
 TRAINING_ONLY = ("loss", RNG_OFFSET)
 """Entries of a train step's --output that an inference function never takes: its loss and
-dropout's RNG counter (the optimizer's state is "<param>.<name>", see `_training_entry`)."""
+dropout's RNG counter (the optimizer's state is "<param>.<name>" and the training loop's
+TRAINING_STATE_PREFIXES, see `_training_entry`)."""
 
 
 def _training_entry(name: str, loaded: LoadedFunction) -> bool:
@@ -229,7 +232,7 @@ def _training_entry(name: str, loaded: LoadedFunction) -> bool:
     checkpoint of `loaded`'s params, when `loaded` is an inference function (no state)."""
     if any(b.role == "state" for b in loaded.externals):
         return False
-    if name in TRAINING_ONLY:
+    if name in TRAINING_ONLY or name.startswith(TRAINING_STATE_PREFIXES):
         return True
     params = {b.name for b in loaded.externals if b.role == "param"}
     return any(name.startswith(f"{p}.") for p in params)
@@ -239,18 +242,14 @@ def updates_state(loaded: LoadedFunction) -> bool:
     """True if the program writes a param or state buffer (it is a train step)."""
     plan = loaded.executable.plan
     stored = {b.slot for b in loaded.stored}
-    for s in plan.steps:
-        written = (s.dest,) if isinstance(s, CopyStep) else s.outputs
-        if stored.intersection(written):
-            return True
-    return False
+    return any(stored.intersection(s.writes()) for s in plan.steps)
 
 
 def _summary(loaded: LoadedFunction, made: list[str]) -> str:
     roles = {b.name: b.role for b in loaded.externals}
     inputs = [n for n in made if roles[n] == "input"]
     parts = [f"inputs {', '.join(inputs)}"] if inputs else []
-    for role, what in (("param", "params"), ("state", "states at zero")):
+    for role, what in (("param", "params"), ("state", "states at their initial values")):
         n = sum(roles[m] == role for m in made)
         if n:
             parts.append(f"{n} {what}")

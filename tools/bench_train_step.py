@@ -14,6 +14,11 @@ Frameworks, one process, one GPU, the same data:
     aicfc-graph     aicfc.Program on CupyBackend: the whole step is one CUDA graph
                     (kernels by the selector's rules; no autotune cache) whose
                     independent launches are parallel branches (runtime/schedule.py)
+    aicfc-loop      aicfc-graph with the training loop inside the graph: a warm-up-then-
+                    cosine SequentialLR and clip_grad_norm_(1.0) (aicfc/training.py); the
+                    table's last lines give its cost over aicfc-graph, same process:
+                    python tools/bench_train_step.py --configs small --precisions fp32 \
+                        --frameworks aicfc-graph,aicfc-loop
     aicfc-chain     the same graph captured from one stream: a chain in program
                     order (CupyBackend(graph_streams=1), the graph of session 2)
     aicfc-tuned     the same after runtime/cuda/autotune.py timed every GEMM candidate of
@@ -68,6 +73,7 @@ CONFIGS = {
 }
 FRAMEWORKS = (
     "aicfc-graph",
+    "aicfc-loop",
     "aicfc-chain",
     "aicfc-tuned",
     "aicfc-eager",
@@ -168,12 +174,44 @@ def torch_timer(enqueue: Callable[[], None], steps: int) -> list[float]:
 # ----------------------------------------------------------------------------
 
 
+def loop_options(steps: int) -> Any:
+    """The training loop of the aicfc-loop row: 10% warm-up then cosine over `steps`
+    updates, and clip_grad_norm_(1.0)."""
+    from aicfc.optim import lr_scheduler
+    from aicfc.training import TrainingOptions
+
+    warmup = max(1, steps // 10)
+    schedule = lr_scheduler.SequentialLR(
+        [
+            lr_scheduler.LinearLR(start_factor=0.01, total_iters=warmup),
+            lr_scheduler.CosineAnnealingLR(T_max=steps - warmup),
+        ],
+        milestones=[warmup],
+    )
+    return TrainingOptions(lr_scheduler=schedule, clip_grad_norm=1.0)
+
+
 def aicfc_program(
-    widths: tuple[int, ...], tf32: bool, graph: bool, autotune_cache: str = "", streams: int = 4
+    widths: tuple[int, ...],
+    tf32: bool,
+    graph: bool,
+    autotune_cache: str = "",
+    streams: int = 4,
+    options: Any = None,
 ) -> Any:
-    from aicfc import nn, optim
+    from aicfc import optim
     from aicfc.program import Program
     from aicfc.runtime.cuda.backend import CupyBackend
+
+    backend = CupyBackend(
+        graph=graph, tf32=tf32, autotune_cache=autotune_cache, graph_streams=streams
+    )
+    return Program(mlp_model(widths), "cross_entropy", optim.Adam(lr=LR), backend, options=options)
+
+
+def mlp_model(widths: tuple[int, ...]) -> Any:
+    """The config's aicfc.nn MLP (Linear, ReLU between) with `init_weights`' weights."""
+    from aicfc import nn
 
     layers: list[Any] = []
     for i, (w, b) in enumerate(init_weights(widths)):
@@ -182,14 +220,16 @@ def aicfc_program(
         layers.append(lin)
         if i < len(widths) - 2:
             layers.append(nn.ReLU())
-    backend = CupyBackend(
-        graph=graph, tf32=tf32, autotune_cache=autotune_cache, graph_streams=streams
-    )
-    return Program(nn.Sequential(*layers), "cross_entropy", optim.Adam(lr=LR), backend)
+    return nn.Sequential(*layers)
 
 
 def bench_aicfc(
-    config: str, tf32: bool, graph: bool, autotune_cache: str = "", streams: int = 4
+    config: str,
+    tf32: bool,
+    graph: bool,
+    autotune_cache: str = "",
+    streams: int = 4,
+    training_loop: bool = False,
 ) -> dict[str, Any]:
     import cupy
 
@@ -198,7 +238,8 @@ def bench_aicfc(
     batch, widths = CONFIGS[config]
     x, y = make_data(batch, widths)
     xd, yd = cupy.asarray(x), cupy.asarray(y)
-    prog = aicfc_program(widths, tf32, graph, autotune_cache, streams)
+    options = loop_options(100 * steps_for(config)) if training_loop else None
+    prog = aicfc_program(widths, tf32, graph, autotune_cache, streams, options)
     # compile, warm up (eager), capture the device-input graph
     losses = [float(prog.step(xd, yd, sync=False)) for _ in range(3)]
     exe = prog.executable()
@@ -453,6 +494,7 @@ def bench_jax(config: str, tf32: bool) -> dict[str, Any]:
 
 RUNNERS: dict[str, Callable[[str, bool], dict[str, Any]]] = {
     "aicfc-graph": lambda c, t: bench_aicfc(c, t, graph=True),
+    "aicfc-loop": lambda c, t: bench_aicfc(c, t, graph=True, training_loop=True),
     "aicfc-chain": lambda c, t: bench_aicfc(c, t, graph=True, streams=1),
     "aicfc-tuned": bench_aicfc_tuned,
     "aicfc-eager": lambda c, t: bench_aicfc(c, t, graph=False),
@@ -580,7 +622,24 @@ def main(argv: list[str] | None = None) -> int:
                     f"{dev} {sync} {ratio} {r['floor_seconds'] * 1e6:8.1f} "
                     f"{r['flops'] / r['seconds'] / 1e12:8.2f}"
                 )
+    print_loop_cost(results)
     return 0
+
+
+def print_loop_cost(results: list[dict[str, Any]]) -> None:
+    """What the schedule and clipping add per step: aicfc-loop minus aicfc-graph (graph
+    replay, same process), where both rows were measured."""
+    by_key = {(r["config"], r["precision"], r["framework"]): r for r in results if "seconds" in r}
+    for (config, precision, fw), loop in by_key.items():
+        base = by_key.get((config, precision, "aicfc-graph"))
+        if fw != "aicfc-loop" or base is None:
+            continue
+        extra = (loop["seconds"] - base["seconds"]) * 1e6
+        launches = loop["launches"] - base["launches"]
+        print(
+            f"{config} {precision}: schedule + clip_grad_norm_(1.0) add {extra:+.1f} us/step "
+            f"({launches:+d} launches) over aicfc-graph"
+        )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@
 # (tools/bench_train_step.py; `train:--configs=small` passes arguments, separated by '+';
 # `train.NAME:...` is another train run, logged as train.NAME.*), chargpt
 # (examples/train_char_gpt.py --backend cupy --config nanogpt-char; CHARGPT_TIMEOUT, 400 s
-# unless set; `chargpt:--steps=500` passes arguments).
+# unless set; `chargpt:--steps=500` passes arguments), dp
+# (tools/bench_data_parallel.py: the data-parallel scaling table; needs 2+ GPUs and NCCL).
 # Needs the wheels of ../shared/tools/device-wheels.sh in .whl (xdsl, nvmath-python).
 # TESTS_TIMEOUT / TRAIN_TIMEOUT (seconds) bound those two stages.
 set -uo pipefail
@@ -77,6 +78,10 @@ for stage in "$@"; do
     train | train.*)
         timeout "${TRAIN_TIMEOUT:-560}" python3 tools/bench_train_step.py --json "$OUT/$name.json" $args 2>&1 \
             | tee "$OUT/$name.log" | grep -v "^\[" | tail -80
+        ;;
+    dp)
+        NCCL_NVLS_ENABLE=0 timeout 560 python3 tools/bench_data_parallel.py --json "$OUT/dp.json" $args \
+            2>&1 | tee "$OUT/dp.log"
         ;;
     *) echo "unknown stage $stage" ;;
     esac

@@ -17,6 +17,7 @@ the library-wide one that `aicfc.manual_seed(seed)` resets.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -222,11 +223,17 @@ class Module:
             p.data = np.array(value, copy=True)
 
     def train(self, mode: bool = True) -> Module:
+        """Set training mode on this module and its children (torch.nn.Module.train): a
+        Program compiled from it trains with dropout only where a module is in training
+        mode, and reads the modes again at every step (`Program.step`)."""
+        if not isinstance(mode, bool):
+            raise TypeError(f"train: mode must be a bool, got {mode!r}")
         for _, m in self.named_modules():
             object.__setattr__(m, "training", mode)
         return self
 
     def eval(self) -> Module:
+        """`train(False)`: dropout is the identity in the train steps compiled from now on."""
         return self.train(False)
 
     # --- IR emission ------------------------------------------------------
@@ -438,12 +445,18 @@ class SiLU(_Pointwise):
 
 
 class Dropout(Module):
-    """Inverted dropout with drop probability p (torch.nn.Dropout), only in the train step.
+    """Inverted dropout with drop probability p (torch.nn.Dropout), only in the train step
+    and only in training mode (`model.train()`; after `model.eval()` it is the identity).
 
-    Emits `graph.dropout %x, %offset p = <p> seed = <seed>`: the mask comes from
-    Philox4x32-10 keyed by this layer's `seed` (drawn from the Generator at
-    construction) and counted from the `rng.offset` state, which the train step
-    advances by one per step. `predict` emits nothing for it (eval mode).
+    Emits `graph.dropout %x, %offset p = <p> seed = <key>`: the mask comes from
+    Philox4x32-10 keyed by the layer's key and counted from the `rng.offset` state, which
+    the train step advances by one per step. The key is `seed` where one is given, else
+    a hash of the layer's name in the model (`dropout_key`), the same in every Program of
+    this architecture; what makes runs differ is `stream`, drawn from the Generator at
+    construction (as a seed was), which starts `rng.offset` (`dropout_offset`). So
+    everything random about a step is state, and a checkpoint loaded into a Program built
+    under another `manual_seed` draws the same masks
+    (docs/design.md#complete-checkpoints). `predict` emits nothing for it (eval mode).
     """
 
     def __init__(
@@ -454,19 +467,45 @@ class Dropout(Module):
             raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
         self.p = float(p)
         rng = rng if rng is not None else default_rng()
-        self.seed = int(seed) if seed is not None else int(rng.integers(0, 2**31 - 1))
+        self.seed = int(seed) if seed is not None else None
+        self.stream = int(rng.integers(0, 2**31 - 1)) if seed is None else 0
+
+    def key(self, name: str) -> int:
+        """The Philox key of this layer when its full name in the model is `name`."""
+        return self.seed if self.seed is not None else dropout_key(name)
 
     def emit(self, ctx: EmitContext, x: SSAValue, prefix: str) -> SSAValue:
-        if not ctx.training or self.p == 0.0:
+        if not ctx.training or not self.training or self.p == 0.0:
             return x
         assert ctx.rng_offset is not None, "the train step declares rng.offset for dropout"
-        return ctx.add(graph.DropoutOp(x, ctx.rng_offset, self.p, self.seed))
+        return ctx.add(graph.DropoutOp(x, ctx.rng_offset, self.p, self.key(prefix)))
 
     def is_stochastic(self) -> bool:
         return self.p > 0.0
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
+
+
+def dropout_key(name: str) -> int:
+    """The Philox key of a dropout layer without a seed: 63 bits of BLAKE2b of its name."""
+    digest = hashlib.blake2b(f"aicfc.dropout:{name}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & (2**63 - 1)
+
+
+def dropout_offset(model: Module) -> int:
+    """The initial `rng.offset` of a train step of `model`: the XOR of its dropout layers'
+    `stream`s in the high 32 bits (each step adds one to the low bits)."""
+    stream = 0
+    for _, m in model.named_modules():
+        if isinstance(m, Dropout):
+            stream ^= m.stream
+    return stream << 32
+
+
+def dropout_keys(model: Module) -> dict[str, int]:
+    """The Philox key of every dropout layer by its name (what a checkpoint checks)."""
+    return {n: m.key(n) for n, m in model.named_modules() if isinstance(m, Dropout)}
 
 
 def parameter_aliases(model: Module) -> dict[str, str]:
@@ -481,9 +520,15 @@ def parameter_aliases(model: Module) -> dict[str, str]:
     return aliases
 
 
-def has_dropout(model: Module) -> bool:
-    """True if any submodule draws random numbers in the train step."""
-    return any(m.is_stochastic() for _, m in model.named_modules())
+def has_dropout(model: Module, training: bool = False) -> bool:
+    """True if any submodule draws random numbers in the train step (`training=True`: one
+    that does in the modules' current mode, `Module.train()` / `eval()`)."""
+    return any(m.is_stochastic() and (m.training or not training) for _, m in model.named_modules())
+
+
+def mode_key(model: Module) -> tuple[bool, ...]:
+    """The training flags of the model's stochastic modules (what a train step depends on)."""
+    return tuple(m.training for _, m in model.named_modules() if m.is_stochastic())
 
 
 def scalar_constant(ctx: EmitContext, value: int, element_type: IntegerType = i64) -> SSAValue:
@@ -506,7 +551,11 @@ __all__ = [
     "ShapeError",
     "SiLU",
     "Tanh",
+    "dropout_key",
+    "dropout_keys",
+    "dropout_offset",
     "has_dropout",
     "manual_seed",
+    "mode_key",
     "parameter_aliases",
 ]

@@ -10,7 +10,8 @@ updates where that is safe.
 The ops live in small modules of this package: backward.py (autodiff.backward),
 grads.py (softmax_grad, dropout_grad, epilogue_grad, embedding_grad, layer_norm_grad),
 attention_grad.py (scaled_dot_product_attention_grad), loss_grads.py (the losses'
-gradients) and optimizers.py (adam_step, sgd_step). The activations' gradient ops
+gradients), optimizers.py (adam_step, sgd_step) and training.py (lr_schedule,
+clip_grad_norm, accumulation_step, accumulate_grad). The activations' gradient ops
 (autodiff.relu_grad, ...) are defined with their forward ops and their row in
 dialects/graph/activations.py; this package re-exports them and lists them in its
 `Dialect`, so a new activation adds no line here. `from aicfc.dialects import
@@ -19,8 +20,9 @@ autodiff` then `autodiff.AdamStepOp` reaches every op.
 ```mlir
 %g:2 = autodiff.backward %loss wrt %w, %b : tensor<f32>, (tensor<16x8xf32>, tensor<16xf32>)
          -> (tensor<16x8xf32>, tensor<16xf32>)
-%w1, %m1, %v1, %s1 = autodiff.adam_step %w, %g#0, %m, %v, %s lr = 1.000000e-03
-         : tensor<16x8xf32>, tensor<f32>
+%w1, %m1, %v1, %s1 = autodiff.adam_step %w, %g#0, %m, %v, %s lr(%lr) betas(%b1, %b2)
+         eps(%eps) weight_decay(%wd) grad_scale(%one) apply(%one)
+         : tensor<16x8xf32>, tensor<f32>, tensor<f64>, tensor<f32>
 ```
 """
 
@@ -43,20 +45,30 @@ from aicfc.dialects.autodiff.loss_grads import (
     MseLossGradOp,
 )
 from aicfc.dialects.autodiff.optimizers import AdamStepOp, SgdStepOp
+from aicfc.dialects.autodiff.training import (
+    AccumulateGradOp,
+    AccumulationStepOp,
+    ClipGradNormOp,
+    LrScheduleOp,
+)
 from aicfc.dialects.graph.activations import *  # noqa: F403 (the activations' gradient ops)
 from aicfc.dialects.graph.activations import GRAD_OPS
 from aicfc.dialects.graph.activations import __all__ as ACTIVATION_NAMES
 
 __all__ = [
+    "AccumulateGradOp",
+    "AccumulationStepOp",
     "AdamStepOp",
     "Autodiff",
     "BackwardOp",
+    "ClipGradNormOp",
     "CrossEntropyGradOp",
     "CrossEntropyWithGradOp",
     "DropoutGradOp",
     "EmbeddingGradOp",
     "EpilogueGradOp",
     "LayerNormGradOp",
+    "LrScheduleOp",
     "MseLossGradOp",
     "ScaledDotProductAttentionGradOp",
     "SgdStepOp",
@@ -80,6 +92,10 @@ Autodiff = Dialect(
         ScaledDotProductAttentionGradOp,
         AdamStepOp,
         SgdStepOp,
+        LrScheduleOp,
+        ClipGradNormOp,
+        AccumulationStepOp,
+        AccumulateGradOp,
     ],
     [],
 )

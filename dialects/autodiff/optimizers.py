@@ -2,8 +2,19 @@
 
 Each returns the next values of the parameter and of its state; their alias
 policies let aicfc-fold-inplace turn them into in-place updates where that is
-safe, and the bias correction reads the step counter on the device
-(docs/design.md#device-side-counters).
+safe. Nothing that may change between steps is a property: the bias correction
+reads the step counter, and every hyperparameter (lr, betas, eps, weight decay,
+momentum) is an operand, a scalar tensor that the train step takes as a state
+argument (`optim.0.lr`), so a replayed CUDA graph reads it from device memory and a
+new value needs no re-capture (docs/design.md#device-side-counters,
+docs/design.md#hyperparameters-as-device-state).
+
+Two more scalar operands control the update (docs/design.md#hyperparameters-as-device-state):
+`grad_scale` multiplies the gradient as the update reads it (the clipping
+coefficient of `autodiff.clip_grad_norm`; 1 when nothing scales), and `apply`
+(1 or 0) says whether this step updates at all: with 0, the parameter and every
+state come out bit-identical to what went in (gradient accumulation between
+updates; a step whose gradients are not finite).
 """
 
 from __future__ import annotations
@@ -11,9 +22,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from xdsl.dialects.builtin import Float64Type, FloatAttr, TensorType, UnitAttr, f32
+from xdsl.dialects.builtin import TensorType, UnitAttr, f32
 from xdsl.ir import SSAValue
 from xdsl.irdl import (
     VarConstraint,
@@ -23,7 +34,6 @@ from xdsl.irdl import (
     opt_operand_def,
     opt_prop_def,
     opt_result_def,
-    prop_def,
     result_def,
     traits_def,
 )
@@ -31,24 +41,53 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 from aicfc.dialects.base import AicfcOp
-from aicfc.dialects.flags import ADAM_TRIPLET, SGD_PAIR, OpFlag, OpInfo
+from aicfc.dialects.flags import ADAM_TRIPLET, SGD_PAIR, OpFlag, OpInfo, constant_value
 from aicfc.dialects.tensors import ranked, require_float, tensor
 
 F = OpFlag
 
 
-def _f64(x: float) -> FloatAttr[Float64Type]:
-    return FloatAttr(x, Float64Type())
+def constant_scalar(value: SSAValue) -> float | None:
+    """The value of a scalar that a constant op defines (graph.constant), else None."""
+    attr = constant_value(value)
+    if attr is None:
+        return None
+    values: tuple[Any, ...] = tuple(attr.get_values())  # a float tensor's: not complex
+    return float(values[0]) if len(values) == 1 else None
 
 
-def _check_hyperparameters(op: AicfcOp, names: tuple[str, ...]) -> None:
-    """Optimizer hyperparameters: finite and >= 0 (torch.optim refuses negative ones)."""
+def verify_scalar(op_name: str, what: str, value: SSAValue) -> None:
+    """`value` is a 0-d float tensor (a hyperparameter or a control scalar)."""
+    t = ranked(op_name, what, value)
+    require_float(op_name, what, t)
+    if tuple(t.get_shape()) != ():
+        raise VerifyException(f"{op_name}: {what} must be a scalar (0-d) tensor, got {t}")
+
+
+def verify_hyperparameters(op: AicfcOp, names: tuple[str, ...], unit: tuple[str, ...]) -> None:
+    """Scalars; where a constant defines one, it is finite and >= 0 (and < 1 for `unit`),
+    as torch.optim checks (a state argument's value is checked when the API sets it)."""
     for what in names:
-        v = getattr(op, what).value.data
+        value = getattr(op, what)
+        verify_scalar(op.name, what, value)
+        v = constant_scalar(value)
+        if v is None:
+            continue
         if not math.isfinite(v):
             raise VerifyException(f"{op.name}: {what} must be finite, got {v}")
         if v < 0.0:
             raise VerifyException(f"{op.name}: {what} must be non-negative, got {v}")
+        if what in unit and v >= 1.0:
+            raise VerifyException(f"{op.name}: {what} must be in [0, 1), got {v}")
+
+
+def verify_control(op: AicfcOp) -> None:
+    """grad_scale and apply: 0-d float scalars; a constant apply is 0 or 1."""
+    for what in ("grad_scale", "apply"):
+        verify_scalar(op.name, what, getattr(op, what))
+    flag = constant_scalar(op.apply)  # type: ignore[attr-defined]
+    if flag is not None and flag not in (0.0, 1.0):
+        raise VerifyException(f"{op.name}: apply must be 0 or 1, got {flag}")
 
 
 def _scalar_step(op_name: str, step: SSAValue) -> None:
@@ -61,16 +100,18 @@ def _scalar_step(op_name: str, step: SSAValue) -> None:
 class AdamStepOp(AicfcOp):
     """One Adam update with PyTorch's semantics (torch.optim.Adam, Kingma and Ba 2015).
 
-    t = step + 1; g = grad + weight_decay * param (unless decoupled, AdamW:
-    param *= 1 - lr * weight_decay); m' = beta1 m + (1 - beta1) g;
-    v' = beta2 v + (1 - beta2) g^2; param' = param - lr / (1 - beta1^t) * m' /
-    (sqrt(v') / sqrt(1 - beta2^t) + eps); step' = t. The bias correction reads
-    the step counter, so a replayed CUDA graph needs no host-fed scalar
-    (docs/design.md#device-side-counters).
+    With apply = 1: g = grad * grad_scale; t = step + 1; g += weight_decay * param
+    (unless decoupled, AdamW: param *= 1 - lr * weight_decay); m' = beta1 m +
+    (1 - beta1) g; v' = beta2 v + (1 - beta2) g^2; param' = param - lr / (1 - beta1^t)
+    * m' / (sqrt(v') / sqrt(1 - beta2^t) + eps); step' = t. With apply = 0 every result
+    equals its input. lr, beta1, beta2, eps and weight_decay are 0-d float operands (f64
+    in the train steps aicfc builds: the host's values exactly, as torch's are Python
+    floats); grad_scale (the gradients' dtype) and apply (f32) are 0-d floats.
 
     ```mlir
-    %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %g, %m, %v, %s lr = 1.000000e-03
-                           : tensor<16x8xf32>, tensor<f32>
+    %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %g, %m, %v, %s lr(%lr) betas(%b1, %b2)
+        eps(%eps) weight_decay(%wd) grad_scale(%one) apply(%one)
+        : tensor<16x8xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
     ```
     """
 
@@ -78,26 +119,30 @@ class AdamStepOp(AicfcOp):
     DEFAULTS: ClassVar[Mapping[str, float]] = MappingProxyType(
         {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0}
     )
-    """The defaults of the optional hyperparameters (torch.optim.Adam's; lr has none): the
-    properties, `__init__`, the NumPy reference, aicfc.optim.Adam and the CUDA launcher
-    read them here."""
+    """The defaults of the optional hyperparameters (torch.optim.Adam's; lr has none):
+    aicfc.optim.Adam's initial values of the hyperparameter states."""
+    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = ("lr", "beta1", "beta2", "eps", "weight_decay")
+    """The hyperparameter operands, in operand order (aicfc.optim names a state after each)."""
     FLOPS_PER_ELEMENT: ClassVar[int] = 12
     T: ClassVar = VarConstraint("T", base(TensorType))
     S: ClassVar = VarConstraint("S", base(TensorType))
+    H: ClassVar = VarConstraint("H", base(TensorType))
     param = operand_def(T)
     grad = operand_def(T)
     exp_avg = operand_def(T)
     exp_avg_sq = operand_def(T)
     step = operand_def(S)
+    lr = operand_def(H)
+    beta1 = operand_def(H)
+    beta2 = operand_def(H)
+    eps = operand_def(H)
+    weight_decay = operand_def(H)
+    grad_scale = operand_def(base(TensorType))
+    apply = operand_def(base(TensorType))
     new_param = result_def(T)
     new_exp_avg = result_def(T)
     new_exp_avg_sq = result_def(T)
     new_step = result_def(S)
-    lr = prop_def(FloatAttr[Float64Type])
-    beta1 = prop_def(FloatAttr[Float64Type], default_value=_f64(DEFAULTS["beta1"]))
-    beta2 = prop_def(FloatAttr[Float64Type], default_value=_f64(DEFAULTS["beta2"]))
-    eps = prop_def(FloatAttr[Float64Type], default_value=_f64(DEFAULTS["eps"]))
-    weight_decay = prop_def(FloatAttr[Float64Type], default_value=_f64(DEFAULTS["weight_decay"]))
     decoupled_weight_decay = opt_prop_def(UnitAttr)
     traits = traits_def(
         Pure(),
@@ -109,10 +154,12 @@ class AdamStepOp(AicfcOp):
         ),
     )
     assembly_format = (
-        "$param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $step `lr` `=` $lr "
-        "(`beta1` `=` $beta1^)? (`beta2` `=` $beta2^)? (`eps` `=` $eps^)? "
-        "(`weight_decay` `=` $weight_decay^)? (`decoupled` $decoupled_weight_decay^)? "
-        "attr-dict `:` type($param) `,` type($step)"
+        "$param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $step `lr` `(` $lr `)` "
+        "`betas` `(` $beta1 `,` $beta2 `)` `eps` `(` $eps `)` "
+        "`weight_decay` `(` $weight_decay `)` `grad_scale` `(` $grad_scale `)` "
+        "`apply` `(` $apply `)` (`decoupled` $decoupled_weight_decay^)? "
+        "attr-dict `:` type($param) `,` type($step) `,` type($lr) `,` type($grad_scale) `,` "
+        "type($apply)"
     )
 
     def __init__(
@@ -122,22 +169,17 @@ class AdamStepOp(AicfcOp):
         exp_avg: SSAValue,
         exp_avg_sq: SSAValue,
         step: SSAValue,
-        lr: float,
-        beta1: float = DEFAULTS["beta1"],
-        beta2: float = DEFAULTS["beta2"],
-        eps: float = DEFAULTS["eps"],
-        weight_decay: float = DEFAULTS["weight_decay"],
+        hyperparameters: Mapping[str, SSAValue],
+        grad_scale: SSAValue,
+        apply: SSAValue,
         decoupled_weight_decay: bool = False,
     ):
+        """hyperparameters: the operand of each name of HYPERPARAMETERS."""
+        hyper = [hyperparameters[n] for n in self.HYPERPARAMETERS]
         super().__init__(
-            operands=[param, grad, exp_avg, exp_avg_sq, step],
+            operands=[param, grad, exp_avg, exp_avg_sq, step, *hyper, grad_scale, apply],
             result_types=[param.type, param.type, param.type, step.type],
             properties={
-                "lr": _f64(lr),
-                "beta1": _f64(beta1),
-                "beta2": _f64(beta2),
-                "eps": _f64(eps),
-                "weight_decay": _f64(weight_decay),
                 "decoupled_weight_decay": UnitAttr() if decoupled_weight_decay else None,
             },
         )
@@ -145,27 +187,27 @@ class AdamStepOp(AicfcOp):
     def verify_(self) -> None:
         require_float(self.name, "param", ranked(self.name, "param", self.param))
         _scalar_step(self.name, self.step)
-        for what in ("beta1", "beta2"):
-            b = getattr(self, what).value.data
-            if not 0.0 <= b < 1.0:
-                raise VerifyException(f"{self.name}: {what} must be in [0, 1), got {b}")
-        _check_hyperparameters(self, ("lr", "eps", "weight_decay"))
+        verify_hyperparameters(self, self.HYPERPARAMETERS, unit=("beta1", "beta2"))
+        verify_control(self)
 
 
 @irdl_op_definition
 class SgdStepOp(AicfcOp):
     """One SGD update with PyTorch's semantics (torch.optim.SGD, dampening 0).
 
-    g = grad + weight_decay * param; with momentum: buf' = momentum * buf + g and
-    g = g + momentum * buf' (nesterov) or g = buf'; param' = param - lr * g.
-    The momentum buffer starts at zero, which equals PyTorch's first step
-    (buf = g) because dampening is 0.
+    With apply = 1: g = grad * grad_scale + weight_decay * param; with a momentum
+    buffer: buf' = momentum * buf + g and g = g + momentum * buf' (nesterov) or
+    g = buf'; param' = param - lr * g. With apply = 0 every result equals its input.
+    The momentum buffer starts at zero, which equals PyTorch's first step (buf = g)
+    because dampening is 0; it is the last operand, present exactly when the
+    optimizer was built with momentum != 0.
 
     ```mlir
-    %p1 = autodiff.sgd_step %p, %g lr = 1.000000e-02
-            : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
-    %p2, %b2 = autodiff.sgd_step %p, %g, %buf lr = 1.000000e-02 momentum = 9.000000e-01
-                 : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+    %p1 = autodiff.sgd_step %p, %g lr(%lr) momentum(%mu) weight_decay(%wd)
+            grad_scale(%one) apply(%one) : tensor<16x8xf32>, tensor<f64>, tensor<f32>, tensor<f32>
+    %p2, %b2 = autodiff.sgd_step %p, %g lr(%lr) momentum(%mu) weight_decay(%wd)
+            grad_scale(%one) apply(%one) momentum_buffer(%buf) nesterov
+            : tensor<4xf32>, tensor<f64>, tensor<f32>, tensor<f32> -> tensor<4xf32>
     ```
     """
 
@@ -174,16 +216,21 @@ class SgdStepOp(AicfcOp):
         {"momentum": 0.0, "weight_decay": 0.0}
     )
     """The defaults of the optional hyperparameters (torch.optim.SGD's; lr has none)."""
+    HYPERPARAMETERS: ClassVar[tuple[str, ...]] = ("lr", "momentum", "weight_decay")
+    """The hyperparameter operands, in operand order."""
     FLOPS_PER_ELEMENT: ClassVar[int] = 4
     T: ClassVar = VarConstraint("T", base(TensorType))
+    H: ClassVar = VarConstraint("H", base(TensorType))
     param = operand_def(T)
     grad = operand_def(T)
+    lr = operand_def(H)
+    momentum = operand_def(H)
+    weight_decay = operand_def(H)
+    grad_scale = operand_def(base(TensorType))
+    apply = operand_def(base(TensorType))
     momentum_buffer = opt_operand_def(T)
     new_param = result_def(T)
     new_momentum_buffer = opt_result_def(T)
-    lr = prop_def(FloatAttr[Float64Type])
-    momentum = prop_def(FloatAttr[Float64Type], default_value=_f64(DEFAULTS["momentum"]))
-    weight_decay = prop_def(FloatAttr[Float64Type], default_value=_f64(DEFAULTS["weight_decay"]))
     nesterov = opt_prop_def(UnitAttr)
     traits = traits_def(
         Pure(),
@@ -195,41 +242,48 @@ class SgdStepOp(AicfcOp):
         ),
     )
     assembly_format = (
-        "$param `,` $grad (`,` $momentum_buffer^)? `lr` `=` $lr (`momentum` `=` $momentum^)? "
-        "(`weight_decay` `=` $weight_decay^)? (`nesterov` $nesterov^)? attr-dict `:` "
-        "functional-type(operands, results)"
+        "$param `,` $grad `lr` `(` $lr `)` `momentum` `(` $momentum `)` "
+        "`weight_decay` `(` $weight_decay `)` `grad_scale` `(` $grad_scale `)` "
+        "`apply` `(` $apply `)` (`momentum_buffer` `(` $momentum_buffer^ `)`)? "
+        "(`nesterov` $nesterov^)? attr-dict `:` type($param) `,` type($lr) `,` "
+        "type($grad_scale) `,` type($apply) (`->` type($new_momentum_buffer)^)?"
     )
 
     def __init__(
         self,
         param: SSAValue,
         grad: SSAValue,
-        momentum_buffer: SSAValue | None,
-        lr: float,
-        momentum: float = DEFAULTS["momentum"],
-        weight_decay: float = DEFAULTS["weight_decay"],
+        hyperparameters: Mapping[str, SSAValue],
+        grad_scale: SSAValue,
+        apply: SSAValue,
+        momentum_buffer: SSAValue | None = None,
         nesterov: bool = False,
     ):
+        """hyperparameters: the operand of each name of HYPERPARAMETERS."""
         has_buf = momentum_buffer is not None
         super().__init__(
-            operands=[param, grad, [momentum_buffer] if momentum_buffer is not None else []],
+            operands=[
+                param,
+                grad,
+                *(hyperparameters[n] for n in self.HYPERPARAMETERS),
+                grad_scale,
+                apply,
+                [momentum_buffer] if momentum_buffer is not None else [],
+            ],
             result_types=[param.type, [param.type] if has_buf else []],
-            properties={
-                "lr": _f64(lr),
-                "momentum": _f64(momentum),
-                "weight_decay": _f64(weight_decay),
-                "nesterov": UnitAttr() if nesterov else None,
-            },
+            properties={"nesterov": UnitAttr() if nesterov else None},
         )
 
     def verify_(self) -> None:
         require_float(self.name, "param", ranked(self.name, "param", self.param))
-        _check_hyperparameters(self, ("lr", "momentum", "weight_decay"))
+        verify_hyperparameters(self, self.HYPERPARAMETERS, unit=())
+        verify_control(self)
         has_buf = self.momentum_buffer is not None
-        if (self.momentum.value.data != 0.0) != has_buf:
+        mu = constant_scalar(self.momentum)
+        if mu is not None and mu != 0.0 and not has_buf:
             raise VerifyException(
-                f"{self.name}: a momentum buffer operand is needed exactly when momentum != 0 "
-                f"(momentum = {self.momentum.value.data})"
+                f"{self.name}: momentum = {mu} needs a momentum buffer operand "
+                "(momentum_buffer(...))"
             )
         if self.nesterov is not None and not has_buf:
             raise VerifyException(f"{self.name}: nesterov needs momentum")

@@ -45,6 +45,14 @@ Why: docs/design.md#fixed-device-buffers and the sections after it; interface: r
   the warm-up step stay sequential on one stream (program order), so they
   are the reference the branched graph is checked against; `graph_streams=1`
   captures the old chain.
+- Collectives (data parallelism, docs/design.md#data-parallel-training): an
+  `exec.all_reduce` runs on the backend's `communicator` (runtime/cuda/nccl.py) on its
+  own communication stream: the stream its schedule node is issued on records an
+  event, the communication stream waits for it, packs the gradients into the bucket
+  (device copies), calls NCCL, unpacks, and records the event the issuing stream (and
+  so the optimizer launches after it) waits for. Captured, that is NCCL's nodes in the
+  step's graph with exactly those edges, beside the backward launches that do not
+  touch its buffers.
 - Outputs a user holds are never overwritten by a later step: `run()` copies
   them to new NumPy arrays (the graph ends with device-to-host copies into
   pinned buffers, then the run waits); `run_async()` returns new CuPy arrays
@@ -64,6 +72,7 @@ import numpy as np
 from aicfc.dialects import exec as ex
 from aicfc.runtime import registry
 from aicfc.runtime.backend import Backend, Executable
+from aicfc.runtime.collectives import Communicator
 from aicfc.runtime.cuda.abi import CallbackLaunch, CudaKernelError, Launch, describe
 from aicfc.runtime.cuda.capture import (
     CapturedGraph,
@@ -79,7 +88,7 @@ from aicfc.runtime.cuda.cublaslt import CublasLt, available
 from aicfc.runtime.cuda.launch import group_steps, launches_for
 from aicfc.runtime.cuda.launchers.optim import launch_adam_group
 from aicfc.runtime.errors import BackendUnavailable, ExecError, InputError, StoreError
-from aicfc.runtime.plan import BufferSpec, CopyStep, ExecPlan, LaunchStep
+from aicfc.runtime.plan import BufferSpec, CollectiveStep, CopyStep, ExecPlan, LaunchStep
 from aicfc.runtime.schedule import (
     Access,
     Schedule,
@@ -139,8 +148,11 @@ class CupyBackend(Backend):
     graph_streams:    streams a captured graph's launches may be spread over
                       (runtime/schedule.py); 1 captures one chain in program order.
     device:           the CUDA device ordinal.
+    communicator:     the NCCL communicator (runtime/cuda/nccl.py) that the programs'
+                      `exec.all_reduce`s run over; None refuses such programs.
     Raises BackendUnavailable when CuPy or a GPU is missing (as get_backend does), and
-    ValueError for a device ordinal this machine does not have or graph_streams < 1.
+    ValueError for a device ordinal this machine does not have, graph_streams < 1 or a
+    communicator that is not NCCL's.
     """
 
     name = "cupy"
@@ -155,6 +167,7 @@ class CupyBackend(Backend):
         sync_each_launch: bool = False,
         graph_streams: int = 4,
         device: int = 0,
+        communicator: Communicator | None = None,
     ):
         reason = self.unavailable_reason()
         if reason is not None:
@@ -163,6 +176,10 @@ class CupyBackend(Backend):
 
         if int(graph_streams) < 1:
             raise ValueError(f"graph_streams must be at least 1, got {graph_streams}")
+        if communicator is not None and communicator.kind != "nccl":
+            raise ValueError(f"the cupy backend needs an NCCL communicator, got {communicator!r}")
+        self.communicator = communicator
+        self._comm_stream: Any = None
         count = cupy.cuda.runtime.getDeviceCount()
         if not 0 <= device < count:
             raise ValueError(f"device {device}: this machine has CUDA devices 0 to {count - 1}")
@@ -221,6 +238,14 @@ class CupyBackend(Backend):
 
     def synchronize(self) -> None:
         self.stream.synchronize()
+
+    def comm_stream(self) -> Any:
+        """The stream collectives run on (made once: a capture only records on it)."""
+        import cupy
+
+        if self._comm_stream is None:
+            self._comm_stream = cupy.cuda.Stream(non_blocking=True)
+        return self._comm_stream
 
     def branch_streams(self, count: int) -> list[Any]:
         """`count` streams to fork from `self.stream` during a capture (made once, reused:
@@ -411,15 +436,17 @@ class CupyExecutable(Executable):
         writes (`accesses`: its steps' buffers, plus the shared scratch its launches name)."""
         steps = self.plan.steps
         regions = aliased_regions(buffer_regions(self.plan), self.views)
-        specs = [None if isinstance(s, CopyStep) else self._spec(s) for s in steps]
+        specs = [self._spec(s) if isinstance(s, LaunchStep) else None for s in steps]
         params: list[Mapping[str, object]] = [
-            {} if isinstance(s, CopyStep) else s.params for s in steps
+            s.params if isinstance(s, LaunchStep) else {} for s in steps
         ]
         for group in group_steps(specs, params):
             first = steps[group.indices[0]]
             try:
                 if isinstance(first, CopyStep):
                     node = [self._copy(first)]
+                elif isinstance(first, CollectiveStep):
+                    node = [self._all_reduce(first)]
                 else:
                     spec = specs[group.indices[0]]
                     assert spec is not None
@@ -438,6 +465,39 @@ class CupyExecutable(Executable):
             self.nodes.append(node)
             scratch = [name for la in node for name in la.scratch]
             self.accesses.append(node_access(self.plan, group.indices, regions, scratch))
+
+    def _all_reduce(self, step: CollectiveStep) -> Launch:
+        """The collective as one launch: on the communication stream, between an event
+        recorded on the issuing stream and one the issuing stream waits for."""
+        import cupy
+
+        comm = self.communicator
+        assert comm is not None  # bind_communicator refused the plan otherwise
+        bucket = self.arrays[step.bucket]
+        tensors = [self.arrays[i] for i in step.tensors]
+        views = [bucket[a:b] for a, b in step.slices]
+        comm_stream = self.backend.comm_stream()
+        ready = cupy.cuda.Event(disable_timing=True)
+        done = cupy.cuda.Event(disable_timing=True)
+        op = step.reduce
+
+        def issue(stream: Any) -> None:
+            ready.record(stream)
+            comm_stream.wait_event(ready)
+            for view, t in zip(views, tensors, strict=True):
+                copy_on_device(view, t, comm_stream)
+            comm.all_reduce(bucket, op, comm_stream)
+            for view, t in zip(views, tensors, strict=True):
+                copy_on_device(t, view, comm_stream)
+            done.record(comm_stream)
+            stream.wait_event(done)
+
+        return CallbackLaunch(
+            name="exec.all_reduce",
+            shapes=describe([*tensors, bucket]),
+            issue=issue,
+            keepalive=[ready, done, views],
+        )
 
     def _copy(self, step: CopyStep) -> Launch:
         src, dst = self.arrays[step.source], self.arrays[step.dest]

@@ -18,9 +18,10 @@ A as its "B". The epilogue's bias then runs along the rows of the column-major
 result, which are our N output columns: a per-column bias of length N, as
 reference.gemm_epilogue (checked on M != N by the GPU tests).
 
-cuBLASLt's GELU epilogue is the tanh approximation, so the registry's cuBLASLt
+cuBLASLt's GELU epilogue is the tanh approximation, so the registry's fused cuBLASLt
 entries refuse act=gelu (`EPILOGUES` has none for it: the activation table's row
-of gelu names no cuBLASLt epilogue). The launcher of the
+of gelu names no cuBLASLt epilogue); its split entries run the product with the BIAS
+epilogue here and our exact GELU kernel after it. The launcher of the
 cuBLASLt entries (runtime/cuda/launchers/cublaslt.py) plans its matmuls here.
 """
 

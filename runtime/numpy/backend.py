@@ -38,9 +38,10 @@ from aicfc.dialects.flags import ALIAS_POLICIES
 from aicfc.dialects.roles import EXTERNAL_ROLES
 from aicfc.runtime import registry
 from aicfc.runtime.backend import Backend, Executable
+from aicfc.runtime.collectives import Communicator
 from aicfc.runtime.errors import ExecError, StoreError
 from aicfc.runtime.numpy.kernels.common import Kernel, Scratch, Step, Unsupported
-from aicfc.runtime.plan import BufferSpec, CopyStep, ExecPlan, LaunchStep
+from aicfc.runtime.plan import BufferSpec, CollectiveStep, CopyStep, ExecPlan, LaunchStep, PlanStep
 from aicfc.runtime.reference import RefFn, reference_for
 from aicfc.runtime.registry import KernelSpec
 from aicfc.runtime.store import STORED_ROLES, BufferStore
@@ -54,13 +55,22 @@ class NumpyBackend(Backend):
 
     reference: run every launch on its op's reference function, whatever kernel the
                program names (slower; the results the bound kernels must match).
+    communicator: a host communicator (runtime/collectives.py: ThreadGroup's for ranks
+               simulated in one process, FileCommunicator's for processes) that the
+               programs' `exec.all_reduce`s run over; None refuses such programs.
     """
 
     name = "numpy"
     kernel_family = "numpy"
 
-    def __init__(self, reference: bool = False):
+    def __init__(self, reference: bool = False, communicator: Communicator | None = None):
         self.reference = reference
+        if communicator is not None and communicator.kind != "host":
+            raise ValueError(
+                f"the numpy backend needs a host communicator, got {communicator!r} "
+                f"({communicator.kind})"
+            )
+        self.communicator = communicator
 
     def zeros(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         return np.zeros(shape, dtype)
@@ -109,15 +119,16 @@ def _check_tmp_written_before_read(plan: ExecPlan) -> None:
 
     for step in plan.steps:
         at = f" at {step.location}" if step.location else ""
-        if isinstance(step, CopyStep):
-            check(step.source, f"the exec.copy{at}")
-            written.add(step.dest)
-        else:
-            for slot in step.inputs:
-                check(slot, f'kernel "{step.kernel}"{at}')
-            written.update(step.outputs)
+        what = f'kernel "{step.kernel}"' if isinstance(step, LaunchStep) else _step_name(step)
+        for slot in step.reads():
+            check(slot, f"{what}{at}")
+        written.update(step.writes())
     for name, slot in plan.outputs:
         check(slot, f'exec.output "{name}"')
+
+
+def _step_name(step: CopyStep | CollectiveStep) -> str:
+    return "the exec.copy" if isinstance(step, CopyStep) else f'exec.all_reduce "{step.reduce}"'
 
 
 def _check_results(where: str, kernel: str, results: Sequence[Any], outs: list[np.ndarray]) -> None:
@@ -221,11 +232,13 @@ class NumpyExecutable(Executable):
             return self.arena[b.offset : end].view(b.dtype).reshape(b.shape)
         return _zeros(f"@{self.plan.name}: {b.role} buffer {b.name}", b.shape, b.dtype)
 
-    def _bind(self, step: LaunchStep | CopyStep) -> tuple[Step, str]:
+    def _bind(self, step: PlanStep) -> tuple[Step, str]:
         """The closure that runs `step`, and what it runs (see `runs`)."""
         if isinstance(step, CopyStep):
             src, dst = self.arrays[step.source], self.arrays[step.dest]
             return (lambda: np.copyto(dst, src)), "copy"
+        if isinstance(step, CollectiveStep):
+            return self._all_reduce(step), "all_reduce"
         spec = self.kernel_spec(step)
         ins = [self.arrays[i] for i in step.inputs]
         outs = [self.arrays[o] for o in step.outputs]
@@ -244,6 +257,27 @@ class NumpyExecutable(Executable):
             except Unsupported:
                 pass
         return self._reference_step(step, spec, ins, outs, params), "reference"
+
+    def _all_reduce(self, step: CollectiveStep) -> Step:
+        """Pack the tensors into the bucket, reduce it over the ranks, unpack."""
+        comm = self.communicator
+        assert comm is not None  # bind_communicator refused the plan otherwise
+        bucket = self.arrays[step.bucket]
+        tensors = [self.arrays[i] for i in step.tensors]
+        views = [
+            bucket[a:b].reshape(t.shape) for t, (a, b) in zip(tensors, step.slices, strict=True)
+        ]
+        pairs = list(zip(views, tensors, strict=True))
+        op = step.reduce
+
+        def launch() -> None:
+            for view, t in pairs:
+                np.copyto(view, t)
+            comm.all_reduce(bucket, op)
+            for view, t in pairs:
+                np.copyto(t, view)
+
+        return launch
 
     def _reference_step(
         self,
@@ -271,8 +305,9 @@ class NumpyExecutable(Executable):
     def _failure(self, index: int, e: Exception) -> ExecError:
         """The ExecError of step `index` failing with `e` (a launch: its kernel and operands)."""
         step = self.plan.steps[index]
-        if isinstance(step, CopyStep):
-            return ExecError(f"{self.where(step)}: exec.copy failed: {type(e).__name__}: {e}")
+        if not isinstance(step, LaunchStep):
+            what = _step_name(step).removeprefix("the ")
+            return ExecError(f"{self.where(step)}: {what} failed: {type(e).__name__}: {e}")
         shapes = ", ".join(
             f"{self.arrays[i].dtype}{list(self.arrays[i].shape)}" for i in step.inputs
         )

@@ -175,8 +175,12 @@ func.func @train_step(%x: tensor<2x4xf32> {aicfc.role = "input", aicfc.name = "x
   %1 = graph.bias_add %0, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   %l = graph.cross_entropy %1, %y : (tensor<2x3xf32>, tensor<2xi32>) -> tensor<f32>
   %g:2 = autodiff.backward %l wrt %w, %b : tensor<f32>, (tensor<3x4xf32>, tensor<3xf32>) -> (tensor<3x4xf32>, tensor<3xf32>)
-  %w1 = autodiff.sgd_step %w, %g#0 lr = 1.000000e-01 : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
-  %b1 = autodiff.sgd_step %b, %g#1 lr = 1.000000e-01 : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %h_lr = graph.constant dense<1.000000e-01> : tensor<f64>
+  %h_mu = graph.constant dense<0.0> : tensor<f64>
+  %h_wd = graph.constant dense<0.0> : tensor<f64>
+  %h_one = graph.constant dense<1.0> : tensor<f32>
+  %w1 = autodiff.sgd_step %w, %g#0 lr(%h_lr) momentum(%h_mu) weight_decay(%h_wd) grad_scale(%h_one) apply(%h_one) : tensor<3x4xf32>, tensor<f64>, tensor<f32>, tensor<f32>
+  %b1 = autodiff.sgd_step %b, %g#1 lr(%h_lr) momentum(%h_mu) weight_decay(%h_wd) grad_scale(%h_one) apply(%h_one) : tensor<3xf32>, tensor<f64>, tensor<f32>, tensor<f32>
   func.return %l, %w1, %b1 : tensor<f32>, tensor<3x4xf32>, tensor<3xf32>
 }
 

@@ -5,8 +5,8 @@
 // CHECK: aicfc-expand-backward-invalid.mlir:9:3: error: 'autodiff.adam_step' is not differentiable: an optimizer update is not differentiated (it lies between a wrt value and the loss of the autodiff.backward at {{.*}}aicfc-expand-backward-invalid.mlir:11:3)
 // STDERR: {{^}}{{.*}}aicfc-expand-backward-invalid.mlir:9:3: error: 'autodiff.adam_step' is not differentiable
 // STDERR-NOT: Traceback
-func.func @no_backward_through_adam_step(%p: tensor<4xf32>, %gr: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<4xf32>, %st: tensor<f32>) -> tensor<4xf32> {
-  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %gr, %m, %v, %st lr = 1.000000e-03 : tensor<4xf32>, tensor<f32>
+func.func @no_backward_through_adam_step(%p: tensor<4xf32>, %gr: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<4xf32>, %st: tensor<f32>, %h: tensor<f64>, %one: tensor<f32>) -> tensor<4xf32> {
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %gr, %m, %v, %st lr(%h) betas(%h, %h) eps(%h) weight_decay(%h) grad_scale(%one) apply(%one) : tensor<4xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
   %l = graph.reduce_sum %p1 axes = [0] : tensor<4xf32> -> tensor<f32>
   %g = autodiff.backward %l wrt %p : tensor<f32>, (tensor<4xf32>) -> (tensor<4xf32>)
   func.return %g : tensor<4xf32>
@@ -15,9 +15,9 @@ func.func @no_backward_through_adam_step(%p: tensor<4xf32>, %gr: tensor<4xf32>, 
 // -----
 
 // CHECK: aicfc-expand-backward-invalid.mlir:20:3: error: 'autodiff.sgd_step' is not differentiable: an optimizer update is not differentiated
-func.func @no_backward_through_sgd_step(%p: tensor<4xf32>, %gr: tensor<4xf32>) -> tensor<4xf32> {
+func.func @no_backward_through_sgd_step(%p: tensor<4xf32>, %gr: tensor<4xf32>, %h: tensor<f64>, %one: tensor<f32>) -> tensor<4xf32> {
   %y = graph.tanh %p : tensor<4xf32>
-  %p1 = autodiff.sgd_step %y, %gr lr = 1.000000e-02 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %p1 = autodiff.sgd_step %y, %gr lr(%h) momentum(%h) weight_decay(%h) grad_scale(%one) apply(%one) : tensor<4xf32>, tensor<f64>, tensor<f32>, tensor<f32>
   %l = graph.reduce_sum %p1 axes = [0] : tensor<4xf32> -> tensor<f32>
   %g = autodiff.backward %l wrt %p : tensor<f32>, (tensor<4xf32>) -> (tensor<4xf32>)
   func.return %g : tensor<4xf32>

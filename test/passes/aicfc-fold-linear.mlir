@@ -153,7 +153,11 @@ func.func @dont_fold_in_train_step(%x: tensor<3x4xf32> {aicfc.role = "input", ai
   %1 = graph.matmul %0, %w2 transpose_b : (tensor<3x6xf32>, tensor<8x6xf32>) -> tensor<3x8xf32>
   %l = graph.mse_loss %1, %y : tensor<3x8xf32> -> tensor<f32>
   %g:2 = autodiff.backward %l wrt %w1, %w2 : tensor<f32>, (tensor<6x4xf32>, tensor<8x6xf32>) -> (tensor<6x4xf32>, tensor<8x6xf32>)
-  %n1 = autodiff.sgd_step %w1, %g#0 lr = 1.000000e-01 : (tensor<6x4xf32>, tensor<6x4xf32>) -> tensor<6x4xf32>
-  %n2 = autodiff.sgd_step %w2, %g#1 lr = 1.000000e-01 : (tensor<8x6xf32>, tensor<8x6xf32>) -> tensor<8x6xf32>
+  %h_lr = graph.constant dense<1.000000e-01> : tensor<f64>
+  %h_mu = graph.constant dense<0.0> : tensor<f64>
+  %h_wd = graph.constant dense<0.0> : tensor<f64>
+  %h_one = graph.constant dense<1.0> : tensor<f32>
+  %n1 = autodiff.sgd_step %w1, %g#0 lr(%h_lr) momentum(%h_mu) weight_decay(%h_wd) grad_scale(%h_one) apply(%h_one) : tensor<6x4xf32>, tensor<f64>, tensor<f32>, tensor<f32>
+  %n2 = autodiff.sgd_step %w2, %g#1 lr(%h_lr) momentum(%h_mu) weight_decay(%h_wd) grad_scale(%h_one) apply(%h_one) : tensor<8x6xf32>, tensor<f64>, tensor<f32>, tensor<f32>
   func.return %l, %n1, %n2 : tensor<f32>, tensor<6x4xf32>, tensor<8x6xf32>
 }

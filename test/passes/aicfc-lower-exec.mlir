@@ -1,20 +1,24 @@
 // RUN: aicfc-opt %s -p aicfc-lower-exec --split-input-file --verify-diagnostics | filecheck %s
 
 // Arguments become named external buffers with their roles; an argument with
-// no role is an input named arg<i>. The func.func is gone afterwards.
+// no role is an input named arg<i>; a state's aicfc.init is the buffer's init. The
+// func.func is gone afterwards.
 
 // CHECK-LABEL: exec.program @buffers_and_roles {
 // CHECK-NEXT:    %x = exec.buffer "x" : !exec.buffer<4x3xf32, input>
 // CHECK-NEXT:    %w = exec.buffer "fc.weight" : !exec.buffer<5x3xf32, param>
 // CHECK-NEXT:    %s = exec.buffer "fc.weight.step" : !exec.buffer<f32, state>
 // CHECK-NEXT:    %u = exec.buffer "arg3" : !exec.buffer<4x5xf32, input>
+// CHECK-NEXT:    %lr = exec.buffer "optim.0.lr" init = dense<1.000000e-03> : tensor<f64> : !exec.buffer<f64, state>
 // CHECK-NOT:     func.func
 func.func @buffers_and_roles(%x: tensor<4x3xf32> {aicfc.role = "input", aicfc.name = "x"},
                              %w: tensor<5x3xf32> {aicfc.role = "param", aicfc.name = "fc.weight"},
                              %s: tensor<f32> {aicfc.role = "state", aicfc.name = "fc.weight.step"},
-                             %u: tensor<4x5xf32>) -> (tensor<4x5xf32> {aicfc.name = "y"}) {
+                             %u: tensor<4x5xf32>,
+                             %lr: tensor<f64> {aicfc.role = "state", aicfc.name = "optim.0.lr", aicfc.init = dense<1.0e-3> : tensor<f64>})
+    -> (tensor<4x5xf32> {aicfc.name = "y"}, tensor<f64> {aicfc.name = "optim.0.lr"}) {
   %y = graph.matmul %x, %w transpose_b : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
-  func.return %y : tensor<4x5xf32>
+  func.return %y, %lr : tensor<4x5xf32>, tensor<f64>
 }
 
 // -----
@@ -57,7 +61,7 @@ func.func @kernels_params_alias(%x: tensor<4x3xf32> {aicfc.role = "input", aicfc
 // CHECK-NEXT:    %[[OLD_W:.*]] = exec.alloc : !exec.buffer<4xf32, tmp>
 // CHECK-NEXT:    exec.graph {
 // CHECK-NEXT:      exec.launch "numpy.add_out"(%off, %one) outs(%o1) alias = "out0_in0"
-// CHECK-NEXT:      exec.launch "numpy.sgd_step_out"(%w, %g) outs(%w1) params {lr = 1.000000e-01 : f64, momentum = 0.000000e+00 : f64, weight_decay = 0.000000e+00 : f64} alias = "sgd_pair"
+// CHECK-NEXT:      exec.launch "numpy.sgd_step_out"(%w, %g, %h, %h, %h, %c, %c) outs(%w1) alias = "sgd_pair"
 // CHECK-NEXT:      exec.copy %w -> %[[OLD_W]] : !exec.buffer<4xf32, param> -> !exec.buffer<4xf32, tmp>
 // CHECK-NEXT:      exec.copy %o1 -> %off : !exec.buffer<i64, tmp> -> !exec.buffer<i64, state>
 // CHECK-NEXT:      exec.copy %w1 -> %w : !exec.buffer<4xf32, tmp> -> !exec.buffer<4xf32, param>
@@ -68,12 +72,14 @@ func.func @kernels_params_alias(%x: tensor<4x3xf32> {aicfc.role = "input", aicfc
 func.func @copy_back_and_outputs(%g: tensor<4xf32> {aicfc.role = "input", aicfc.name = "g"},
                                  %w: tensor<4xf32> {aicfc.role = "param", aicfc.name = "w"},
                                  %b: tensor<4xf32> {aicfc.role = "param", aicfc.name = "b"},
-                                 %off: tensor<i64> {aicfc.role = "state", aicfc.name = "rng.offset"})
+                                 %off: tensor<i64> {aicfc.role = "state", aicfc.name = "rng.offset"},
+                                 %h: tensor<f64> {aicfc.role = "input", aicfc.name = "h"},
+                                 %c: tensor<f32> {aicfc.role = "input", aicfc.name = "c"})
     -> (tensor<i64> {aicfc.name = "rng.offset"}, tensor<4xf32> {aicfc.name = "w"},
         tensor<4xf32> {aicfc.name = "b"}, tensor<4xf32>, tensor<4xf32> {aicfc.name = "w_seen"}) {
   %one = graph.constant dense<1> : tensor<i64>
   %o1 = graph.add %off, %one : tensor<i64>
-  %w1 = autodiff.sgd_step %w, %g lr = 0.1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %w1 = autodiff.sgd_step %w, %g lr(%h) momentum(%h) weight_decay(%h) grad_scale(%c) apply(%c) : tensor<4xf32>, tensor<f64>, tensor<f32>, tensor<f32>
   func.return %o1, %w1, %b, %w1, %w : tensor<i64>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
 

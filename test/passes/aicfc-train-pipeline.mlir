@@ -18,10 +18,11 @@
 // CHECK:      exec.launch "numpy.cross_entropy_with_grad_out"(%logits, %y, %dloss) outs(%loss, %dlogits, %db)
 // The weight gradient is dZ^T X.
 // CHECK:      exec.launch "numpy.matmul_out"(%dlogits, %x) outs(%dw) params {transpose_a = true}
-// Adam writes param, exp_avg, exp_avg_sq and step in place: outputs are the input buffers.
-// CHECK:      exec.launch "numpy.adam_step_out"(%w, %dw, %m, %v, %s) outs(%w, %m, %v, %s)
+// Adam writes param, exp_avg, exp_avg_sq and step in place: outputs are the input buffers
+// (after them it reads the hyperparameters and the grad_scale and apply scalars).
+// CHECK:      exec.launch "numpy.adam_step_out"(%w, %dw, %m, %v, %s, {{.*}}) outs(%w, %m, %v, %s)
 // CHECK-SAME: alias = "adam_triplet"
-// CHECK:      exec.launch "numpy.adam_step_out"(%b, %db, %bm, %bv, %bs) outs(%b, %bm, %bv, %bs)
+// CHECK:      exec.launch "numpy.adam_step_out"(%b, %db, %bm, %bv, %bs, {{.*}}) outs(%b, %bm, %bv, %bs)
 // In place, nothing is copied back.
 // CHECK-NOT:  exec.copy
 // CHECK:      exec.output "loss" %loss
@@ -30,7 +31,7 @@
 
 // With inplace=false the updates write fresh buffers that are copied back.
 // NOINPLACE-LABEL: exec.program @train_step
-// NOINPLACE:       exec.launch "numpy.adam_step_out"(%w, %dw, %m, %v, %s) outs(%w1, %m1, %v1, %s1)
+// NOINPLACE:       exec.launch "numpy.adam_step_out"(%w, %dw, %m, %v, %s, {{.*}}) outs(%w1, %m1, %v1, %s1)
 // NOINPLACE:       exec.copy %w1 -> %w
 // NOINPLACE-NEXT:  exec.copy %m1 -> %m
 // NOINPLACE-NEXT:  exec.copy %v1 -> %v
@@ -58,7 +59,13 @@ func.func @train_step(
   %logits = graph.bias_add %h, %b : (tensor<4x2xf32>, tensor<2xf32>) -> tensor<4x2xf32>
   %loss = graph.cross_entropy %logits, %y : (tensor<4x2xf32>, tensor<4xi32>) -> tensor<f32>
   %gw, %gb = autodiff.backward %loss wrt %w, %b : tensor<f32>, (tensor<2x3xf32>, tensor<2xf32>) -> (tensor<2x3xf32>, tensor<2xf32>)
-  %w1, %m1, %v1, %s1 = autodiff.adam_step %w, %gw, %m, %v, %s lr = 1.000000e-03 : tensor<2x3xf32>, tensor<f32>
-  %b1, %bm1, %bv1, %bs1 = autodiff.adam_step %b, %gb, %bm, %bv, %bs lr = 1.000000e-03 : tensor<2xf32>, tensor<f32>
+  %h_lr = graph.constant dense<1.000000e-03> : tensor<f64>
+  %h_beta1 = graph.constant dense<0.9> : tensor<f64>
+  %h_beta2 = graph.constant dense<0.999> : tensor<f64>
+  %h_eps = graph.constant dense<1.0e-8> : tensor<f64>
+  %h_wd = graph.constant dense<0.0> : tensor<f64>
+  %h_one = graph.constant dense<1.0> : tensor<f32>
+  %w1, %m1, %v1, %s1 = autodiff.adam_step %w, %gw, %m, %v, %s lr(%h_lr) betas(%h_beta1, %h_beta2) eps(%h_eps) weight_decay(%h_wd) grad_scale(%h_one) apply(%h_one) : tensor<2x3xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
+  %b1, %bm1, %bv1, %bs1 = autodiff.adam_step %b, %gb, %bm, %bv, %bs lr(%h_lr) betas(%h_beta1, %h_beta2) eps(%h_eps) weight_decay(%h_wd) grad_scale(%h_one) apply(%h_one) : tensor<2xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
   func.return %loss, %w1, %m1, %v1, %s1, %b1, %bm1, %bv1, %bs1 : tensor<f32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<f32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<f32>
 }

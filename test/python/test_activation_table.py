@@ -98,10 +98,15 @@ def test_the_registry_constraints_follow_the_rows():
     )
     assert by_name["numpy.epilogue_grad"].constraints.activations == EPILOGUE_ACTIVATIONS
     assert by_name["cuda.epilogue_grad_f32"].constraints.activations == EPILOGUE_ACTIVATIONS
+    split = tuple(a for a in EPILOGUE_ACTIVATIONS if a not in CUBLASLT_ACTIVATIONS)
     for k in registry.REGISTRY:
         if k.op == "graph.gemm_epilogue" and k.family == "cuda":
+            if "split_epilogue" in k.flags:  # cuBLASLt's product, then our activation
+                assert k.constraints.activations == split, k.name
+                continue
             allowed = CUBLASLT_ACTIVATIONS if "cublaslt" in k.flags else EPILOGUE_ACTIVATIONS
             assert k.constraints.activations == ("none", *allowed), k.name
+    assert split == ("gelu", "silu")
     # what is true today, written out: relu and gelu fuse, only relu in cuBLASLt
     assert {"relu", "gelu"} <= set(EPILOGUE_ACTIVATIONS) and "tanh" not in EPILOGUE_ACTIVATIONS
     assert "relu" in CUBLASLT_ACTIVATIONS and "gelu" not in CUBLASLT_ACTIVATIONS

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from xdsl.ir import Operation
-from xdsl.irdl import IRDLOperation, OptOperandDef, VarOperandDef
+from xdsl.irdl import IRDLOperation, VarOperandDef
 
 from aicfc.dialects.activation_table import FACTS, Saved
 from aicfc.dialects.autodiff import Autodiff
@@ -139,18 +139,15 @@ def test_op_has_numpy_reference(d: str, op: type[Operation]) -> None:
     assert issubclass(op, IRDLOperation), f"{op.name} is not an IRDL op"
     definition = op.get_irdl_definition()
     operands = [name for name, _ in definition.operands]
-    kind = definition.operands[0][1] if operands else None
-    if (
-        len(operands) == 1
-        and isinstance(kind, VarOperandDef)
-        and not isinstance(kind, OptOperandDef)
-    ):
-        # one variadic operand (graph.concat's inputs): the function takes *arrays
-        assert not positional and any(p.kind == p.VAR_POSITIONAL for p in params), (
-            f"REFERENCE[{op.__name__}] = {fn.__name__} must take the variadic operand "
-            f"{operands[0]} as *arrays"
+    variadic = [name for name, d in definition.operands if isinstance(d, VarOperandDef)]
+    if variadic and any(p.kind == p.VAR_POSITIONAL for p in params):
+        # The last operand is variadic: `*arrays` takes its values (the interpreter passes
+        # the operands flattened), after one positional parameter per other operand.
+        assert operands[-1] == variadic[-1] and len(variadic) == 1, (
+            f"REFERENCE[{op.__name__}] = {fn.__name__} takes *args, which only a single, "
+            f"last variadic operand can fill; the op has operands {operands}"
         )
-        positional = [None]  # type: ignore[list-item]
+        operands = operands[:-1]
     assert len(positional) == len(operands), (
         f"REFERENCE[{op.__name__}] = {fn.__name__} takes {len(positional)} arrays "
         f"({[p.name for p in positional]}) but the op has operands {operands}"
@@ -373,11 +370,14 @@ def test_activation_has_its_elementwise_kernels(name: str) -> None:
 
 
 def _gemm_kernels(cublaslt: bool) -> list[registry.KernelSpec]:
+    """The CUDA gemm_epilogue kernels that apply the activation in one launch: cuBLASLt's
+    epilogue (`cublaslt`) or our GEMM kernels (the split entries run our act kernel)."""
     return [
         k
         for k in registry.REGISTRY
         if k.op == "graph.gemm_epilogue"
         and k.family == "cuda"
+        and "split_epilogue" not in k.flags
         and ("cublaslt" in k.flags) == cublaslt
     ]
 
@@ -423,7 +423,11 @@ def test_activation_cublaslt_form_is_what_the_row_says(name: str) -> None:
         f"activation {name}: a cuBLASLt entry accepts act={name}, but cuBLASLt has no "
         "epilogue for it (the row's cublaslt is None)"
     )
-    if row.facts.epilogue:  # the selector picks one of our kernels where cuBLASLt would win
+    split = [k for k in registry.REGISTRY if "split_epilogue" in k.flags]
+    assert split and all(
+        (name in (k.constraints.activations or ())) == row.facts.epilogue for k in split
+    ), f"activation {name}: the split cuBLASLt entries (product, then our kernel) must take it"
+    if row.facts.epilogue:  # where cuBLASLt wins, the product is its, the activation ours
         problem = Problem(
             "graph.gemm_epilogue",
             "f32",
@@ -432,7 +436,7 @@ def test_activation_cublaslt_form_is_what_the_row_says(name: str) -> None:
             params={"act": name},
         )
         chosen = select(problem, "cuda")
-        assert "cublaslt" not in chosen.spec.flags, (name, chosen.spec.name)
+        assert "split_epilogue" in chosen.spec.flags, (name, chosen.spec.name)
         assert select(
             Problem(problem.op, "f32", problem.input_shapes, problem.output_shapes),
             "cuda",

@@ -1,25 +1,28 @@
-// A user wrote `lr = 0.001` (as for `axis = 1`, `perm = [1, 0]`) and got
+// A user wrote `lr = 0.001` (as for `axis = 1`, `perm = [1, 0]`; adam_step's lr is an
+// operand now, so clip_grad_norm's max_norm stands in for it here) and got
 // "Expected float literal": some ops wrote valued properties as `key value`.
 // Now every valued property of graph, autodiff and exec is `key = value`
 // (operand keywords such as `bias %b` and unit flags such as `decoupled` stay
 // bare), and the old form is a located syntax error that asks for the '='.
 // RUN: aicfc-opt %s --split-input-file --verify-diagnostics | filecheck %s
 
-// CHECK-LABEL: func.func @adam_lr_equals
-// CHECK-NEXT:  autodiff.adam_step %p, %p, %p, %p, %s lr = 1.000000e-03 beta2 = 9.900000e-01 eps = 1.000000e-07 weight_decay = 1.000000e-02 decoupled : tensor<4xf32>, tensor<f32>
-func.func @adam_lr_equals(%p: tensor<4xf32>, %s: tensor<f32>) {
-  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr = 0.001 beta2 = 0.99 eps = 1.0e-7 weight_decay = 0.01 decoupled : tensor<4xf32>, tensor<f32>
+// CHECK-LABEL: func.func @clip_and_accumulation_equals
+// CHECK-NEXT:  autodiff.clip_grad_norm %p max_norm = 1.000000e+00 :
+// CHECK-NEXT:  autodiff.accumulation_step %c every = 2 :
+// CHECK-NEXT:  autodiff.accumulate_grad %p, %p, %a every = 2 :
+func.func @clip_and_accumulation_equals(%p: tensor<4xf32>, %c: tensor<i64>) {
+  %n, %k = autodiff.clip_grad_norm %p max_norm = 1.0 : tensor<4xf32> -> tensor<f32>
+  %c1, %a = autodiff.accumulation_step %c every = 2 : tensor<i64> -> tensor<f32>
+  %m, %acc = autodiff.accumulate_grad %p, %p, %a every = 2 : tensor<4xf32>, tensor<f32>
   func.return
 }
 
 // -----
 
-// CHECK-LABEL: func.func @sgd_and_dropout_equals
-// CHECK-NEXT:  autodiff.sgd_step %p, %p, %p lr = 1.000000e-01 momentum = 9.000000e-01 nesterov
+// CHECK-LABEL: func.func @dropout_equals
 // CHECK-NEXT:  graph.dropout %p, %o p = 2.500000e-01 seed = 3 :
 // CHECK-NEXT:  autodiff.dropout_grad %p, %o p = 2.500000e-01 seed = 3 :
-func.func @sgd_and_dropout_equals(%p: tensor<4xf32>, %o: tensor<i64>) {
-  %p1, %b1 = autodiff.sgd_step %p, %p, %p lr = 0.1 momentum = 0.9 nesterov : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+func.func @dropout_equals(%p: tensor<4xf32>, %o: tensor<i64>) {
   %d = graph.dropout %p, %o p = 0.25 seed = 3 : tensor<4xf32>, tensor<i64>
   %g = autodiff.dropout_grad %p, %o p = 0.25 seed = 3 : tensor<4xf32>, tensor<i64>
   func.return
@@ -52,8 +55,8 @@ exec.program @exec_equals arena = 32 {
 // -----
 
 // The old form points at the value where the '=' belongs.
-func.func @old_form_is_a_located_error(%p: tensor<4xf32>, %s: tensor<f32>) {
-  // CHECK: {{.*}}valued-property-key-equals-value.mlir:[[# @LINE + 1]]:65: error: Expected '='
-  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr 0.001 : tensor<4xf32>, tensor<f32>
+func.func @old_form_is_a_located_error(%p: tensor<4xf32>) {
+  // CHECK: {{.*}}valued-property-key-equals-value.mlir:[[# @LINE + 1]]:48: error: Expected '='
+  %n, %k = autodiff.clip_grad_norm %p max_norm 1.0 : tensor<4xf32> -> tensor<f32>
   func.return
 }

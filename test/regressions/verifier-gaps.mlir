@@ -62,50 +62,58 @@ func.func @cross_entropy_grad_of_an_empty_batch_is_refused(%x: tensor<0x3xf32>, 
 // -----
 
 // Optimizer hyperparameters: NaN and inf passed the `< 0` checks; torch.optim
-// refuses negative weight decay (Adam, SGD) and negative lr/momentum (SGD).
-func.func @adam_step_with_infinite_lr_is_refused(%p: tensor<4xf32>, %s: tensor<f32>) {
+// refuses negative weight decay (Adam, SGD) and negative lr/momentum (SGD). The
+// hyperparameters are operands: a constant one is checked here, a state one where the
+// API sets it.
+func.func @adam_step_with_infinite_lr_is_refused(%p: tensor<4xf32>, %s: tensor<f32>, %h: tensor<f64>, %one: tensor<f32>) {
+  %bad = graph.constant dense<0x7FF0000000000000> : tensor<f64>
   // CHECK: {{.*}}verifier-gaps.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: lr must be finite, got inf
-  %p1, %m1, %v1, %s1 = "autodiff.adam_step"(%p, %p, %p, %p, %s) <{lr = 0x7FF0000000000000 : f64}> : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>)
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr(%bad) betas(%h, %h) eps(%h) weight_decay(%h) grad_scale(%one) apply(%one) : tensor<4xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
   func.return
 }
 
 // -----
 
-func.func @adam_step_with_nan_eps_is_refused(%p: tensor<4xf32>, %s: tensor<f32>) {
+func.func @adam_step_with_nan_eps_is_refused(%p: tensor<4xf32>, %s: tensor<f32>, %h: tensor<f64>, %one: tensor<f32>) {
+  %bad = graph.constant dense<0x7FF8000000000000> : tensor<f64>
   // CHECK: {{.*}}verifier-gaps.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: eps must be finite, got nan
-  %p1, %m1, %v1, %s1 = "autodiff.adam_step"(%p, %p, %p, %p, %s) <{lr = 1.0e-3 : f64, eps = 0x7FF8000000000000 : f64}> : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>)
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr(%h) betas(%h, %h) eps(%bad) weight_decay(%h) grad_scale(%one) apply(%one) : tensor<4xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
   func.return
 }
 
 // -----
 
-func.func @adam_step_with_negative_weight_decay_is_refused(%p: tensor<4xf32>, %s: tensor<f32>) {
+func.func @adam_step_with_negative_weight_decay_is_refused(%p: tensor<4xf32>, %s: tensor<f32>, %h: tensor<f64>, %one: tensor<f32>) {
+  %bad = graph.constant dense<-1.0e-2> : tensor<f64>
   // CHECK: {{.*}}verifier-gaps.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: weight_decay must be non-negative, got -0.01
-  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr = 1.0e-3 weight_decay = -1.0e-2 : tensor<4xf32>, tensor<f32>
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr(%h) betas(%h, %h) eps(%h) weight_decay(%bad) grad_scale(%one) apply(%one) : tensor<4xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
   func.return
 }
 
 // -----
 
-func.func @sgd_step_with_negative_lr_is_refused(%p: tensor<4xf32>, %g: tensor<4xf32>) {
+func.func @sgd_step_with_negative_lr_is_refused(%p: tensor<4xf32>, %g: tensor<4xf32>, %h: tensor<f64>, %one: tensor<f32>) {
+  %bad = graph.constant dense<-0.1> : tensor<f64>
   // CHECK: {{.*}}verifier-gaps.mlir:[[# @LINE + 1]]:3: error: autodiff.sgd_step: lr must be non-negative, got -0.1
-  %p1 = autodiff.sgd_step %p, %g lr = -0.1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %p1 = autodiff.sgd_step %p, %g lr(%bad) momentum(%h) weight_decay(%h) grad_scale(%one) apply(%one) : tensor<4xf32>, tensor<f64>, tensor<f32>, tensor<f32>
   func.return
 }
 
 // -----
 
-func.func @sgd_step_with_nan_lr_is_refused(%p: tensor<4xf32>, %g: tensor<4xf32>) {
+func.func @sgd_step_with_nan_lr_is_refused(%p: tensor<4xf32>, %g: tensor<4xf32>, %h: tensor<f64>, %one: tensor<f32>) {
+  %bad = graph.constant dense<0x7FF8000000000000> : tensor<f64>
   // CHECK: {{.*}}verifier-gaps.mlir:[[# @LINE + 1]]:3: error: autodiff.sgd_step: lr must be finite, got nan
-  %p1 = "autodiff.sgd_step"(%p, %g) <{lr = 0x7FF8000000000000 : f64}> : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %p1 = autodiff.sgd_step %p, %g lr(%bad) momentum(%h) weight_decay(%h) grad_scale(%one) apply(%one) : tensor<4xf32>, tensor<f64>, tensor<f32>, tensor<f32>
   func.return
 }
 
 // -----
 
-func.func @sgd_step_with_negative_weight_decay_is_refused(%p: tensor<4xf32>, %g: tensor<4xf32>) {
+func.func @sgd_step_with_negative_weight_decay_is_refused(%p: tensor<4xf32>, %g: tensor<4xf32>, %h: tensor<f64>, %one: tensor<f32>) {
+  %bad = graph.constant dense<-0.5> : tensor<f64>
   // CHECK: {{.*}}verifier-gaps.mlir:[[# @LINE + 1]]:3: error: autodiff.sgd_step: weight_decay must be non-negative, got -0.5
-  %p1 = autodiff.sgd_step %p, %g lr = 0.1 weight_decay = -0.5 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %p1 = autodiff.sgd_step %p, %g lr(%h) momentum(%h) weight_decay(%bad) grad_scale(%one) apply(%one) : tensor<4xf32>, tensor<f64>, tensor<f32>, tensor<f32>
   func.return
 }
 

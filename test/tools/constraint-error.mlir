@@ -11,8 +11,8 @@ func.func @relu_result_type(%x: tensor<4x8xf32>) {
 
 // -----
 
-func.func @adam_state_type(%p: tensor<4xf32>, %m: tensor<8xf32>, %s: tensor<f32>) {
+func.func @adam_state_type(%p: tensor<4xf32>, %m: tensor<8xf32>, %s: tensor<f32>, %h: tensor<f64>, %c: tensor<f32>) {
   // CHECK: {{.*}}constraint-error.mlir:[[# @LINE + 1]]:3: error: 'autodiff.adam_step' operand 'exp_avg' at position 2 does not verify: attribute tensor<4xf32> expected from variable 'T', but got tensor<8xf32>
-  %r:4 = "autodiff.adam_step"(%p, %p, %m, %m, %s) <{lr = 1.0e-3 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-8 : f64, weight_decay = 0.0 : f64}> : (tensor<4xf32>, tensor<4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>)
+  %r:4 = "autodiff.adam_step"(%p, %p, %m, %m, %s, %h, %h, %h, %h, %h, %c, %c) : (tensor<4xf32>, tensor<4xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>)
   func.return
 }

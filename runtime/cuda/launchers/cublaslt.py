@@ -1,20 +1,24 @@
-"""The launcher of the cuBLASLt registry entries (flag "library"; no .cu of ours).
+"""The launchers of the cuBLASLt registry entries (flag "library"; no .cu of ours).
 
 A matmul or gemm_epilogue runs as one planned `cublasLtMatmul` with its bias and
 activation fused in cuBLASLt's epilogue (`cublaslt.EPILOGUES` says which
 activations have one). A gemm_epilogue that also keeps its pre-activation Z runs
 as matmul + bias into Z, then our kernel Y = act(Z) (`ACTIVATION_KERNELS` of
-runtime/registry_cuda.py), whose own launcher binds it.
+runtime/registry_cuda.py), whose own launcher binds it. The split entries (flag
+"split_epilogue": GELU, SiLU, which cuBLASLt has no exact epilogue for) always run
+that way; without Z their product + bias goes into Y and the activation runs in place.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from aicfc.runtime import registry
 from aicfc.runtime.cuda import launch
 from aicfc.runtime.cuda.abi import CudaKernelError, Launch
 from aicfc.runtime.cuda.cublaslt import EPILOGUES
 from aicfc.runtime.cuda.launchers.common import Buffers, LoadContext, Params
-from aicfc.runtime.cuda.launchers.gemm import gemm_operands
+from aicfc.runtime.cuda.launchers.gemm import Gemm, gemm_operands
 from aicfc.runtime.registry import KernelSpec
 from aicfc.runtime.registry_cuda import ACTIVATION_KERNELS
 
@@ -29,11 +33,29 @@ def launch_cublaslt(
         raise CudaKernelError(
             f'kernel "{spec.name}": cuBLASLt runs act {" or ".join(EPILOGUES)}, not {g.act}'
         )
-    tf32 = "tf32" in spec.flags
-    lt = ctx.cublaslt()
     if g.z is None:
-        return [lt.plan(spec.name, g, g.y, g.act, tf32)]
-    # Keep the pre-activation: GEMM + bias into Z, then Y = act(Z) (or a copy).
-    first = lt.plan(spec.name, g, g.z, "none", tf32)
+        return [ctx.cublaslt().plan(spec.name, g, g.y, g.act, "tf32" in spec.flags)]
+    return _bias_then_activation(spec, g, g.z, ctx)
+
+
+def launch_cublaslt_then_act(
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
+) -> list[Launch]:
+    """A split entry's two launches: cuBLASLt's product + bias (its BIAS epilogue) into Z,
+    or into Y when Z is not kept, then our kernel Y = act(Z) (in place on Y without Z:
+    each thread reads its element before writing it). CudaKernelError naming the kernel
+    for act none (the fused entries run it in one launch)."""
+    g = gemm_operands(spec, ins, outs, params, batched=True)
+    if g.act == "none":
+        raise CudaKernelError(
+            f'kernel "{spec.name}": runs an activation after the product; act none is one '
+            "cuBLASLt launch (the fused cuBLASLt entries)"
+        )
+    return _bias_then_activation(spec, g, g.y if g.z is None else g.z, ctx)
+
+
+def _bias_then_activation(spec: KernelSpec, g: Gemm, pre: Any, ctx: LoadContext) -> list[Launch]:
+    """GEMM + bias into `pre` (Z, or Y itself), then Y = act(pre) (or a copy for none)."""
+    first = ctx.cublaslt().plan(spec.name, g, pre, "none", "tf32" in spec.flags)
     follow = registry.get(ACTIVATION_KERNELS[g.act])
-    return [first, *launch.launches_for(follow, [g.z], [g.y], {}, ctx)]
+    return [first, *launch.launches_for(follow, [pre], [g.y], {}, ctx)]

@@ -1,4 +1,10 @@
-"""Launchers of kernels/reduce.cu: the backward epilogue and reduce_sum."""
+"""Launchers of kernels/reduce.cu: the backward epilogue and reduce_sum.
+
+The backward epilogue's bias gradient is a column sum over M rows: on [16384, 1536] (a
+GPT's MLP) its 48 column tiles alone leave most of the GPU idle, so the rows are split
+into chunks, each block sums its chunk, and a second launch adds the chunks in order
+(deterministic: fixed-order sums, no atomics).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from aicfc.runtime import registry
 from aicfc.runtime.cuda.abi import CudaKernelError, Launch, kernel_launch
 from aicfc.runtime.cuda.launchers.common import (
     Buffers,
@@ -19,22 +26,61 @@ from aicfc.runtime.cuda.launchers.common import (
 )
 from aicfc.runtime.registry import KernelSpec
 
+EPILOGUE_GRAD_MIN_ROWS = 128
+"""Rows of the smallest chunk that epilogue_grad's first stage gives one block (4 rows for
+each of its 32 row groups): fewer would make the partial sums the bigger part of the work."""
+
+BLOCKS_PER_SM = 4
+"""Blocks of 32 x 32 threads the first stage aims at per multiprocessor (two resident at
+once, two waves)."""
+
+
+def epilogue_grad_plan(m: int, n: int, sm_count: int) -> tuple[int, int]:
+    """(chunks, rows): epilogue_grad's rows split into `chunks` chunks of `rows` rows (a
+    multiple of 32, the last one shorter), enough for BLOCKS_PER_SM blocks a multiprocessor
+    over the ceil(N / 32) column tiles, none under EPILOGUE_GRAD_MIN_ROWS rows; one chunk
+    where M is short or the column tiles fill the device."""
+    return row_chunks(m, cdiv(n, 32), sm_count)
+
+
+def row_chunks(m: int, tiles: int, sm_count: int) -> tuple[int, int]:
+    """(chunks, rows) of a column reduction over `m` rows with `tiles` blocks a chunk
+    (`epilogue_grad_plan`; reduce_sum's blocks are its outer rows times its column tiles)."""
+    want = max(1, cdiv(BLOCKS_PER_SM * sm_count, tiles))
+    chunks = min(want, max(1, m // EPILOGUE_GRAD_MIN_ROWS))
+    rows = max(32, cdiv(cdiv(m, chunks), 32) * 32)
+    return max(1, cdiv(m, rows)), rows
+
 
 def launch_epilogue_grad(
     spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
-    """(dY [M, N], saved [M, N]) -> (dZ [M, N], dbias [N]): grid (N / 32), 32 x 32 threads."""
+    """(dY [M, N], saved [M, N]) -> (dZ [M, N], dbias [N]): grid (N / 32, chunks), 32 x 32
+    threads, each block's column sums of its row chunk into a workspace [chunks, N], then
+    aicfc_sum_partials_f32 adds them in chunk order (one chunk: straight into dbias)."""
     dy, saved = ins
     dz, dbias = outs
     m, n = rows_shape(spec, "dY", dy)
     expect_numel(spec, m * n, saved=saved, dZ=dz)
     expect_numel(spec, n, dbias=dbias)
     act = act_code(spec, str(param(params, "act", "relu")))
-    return [
-        kernel_launch(
-            spec, (cdiv(n, 32), 1), (32, 32), [dy, saved, *outs], {"M": m, "N": n, "act": act}
-        )
-    ]
+    chunks, rows = epilogue_grad_plan(m, n, ctx.sm_count)
+    partial = dbias if chunks == 1 else ctx.workspace(4 * chunks * n)
+    first = kernel_launch(
+        spec,
+        (cdiv(n, 32), chunks),
+        (32, 32),
+        [dy, saved, dz, partial],
+        {"M": m, "N": n, "act": act, "rows": rows},
+        keepalive=[partial],
+    )
+    if chunks == 1:
+        return [first]
+    combine = registry.get("cuda.sum_partials_f32")
+    second = kernel_launch(
+        combine, (cdiv(n, 256),), (256,), [partial, dbias], {"chunks": chunks, "N": n}
+    )
+    return [first, second]
 
 
 def reduce_view(shape: tuple[int, ...], axes: Sequence[int]) -> tuple[int, int, int]:
@@ -57,15 +103,28 @@ def reduce_view(shape: tuple[int, ...], axes: Sequence[int]) -> tuple[int, int, 
 def launch_reduce_sum(
     spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
-    """x -> the sum over `axes` (one contiguous run): grid (inner / 32, outer), 32 x 32."""
+    """x -> the sum over `axes` (one contiguous run): grid (inner / 32, chunks outer),
+    32 x 32; with R split into chunks (inner > 1: `row_chunks`), each chunk's sums go to a
+    workspace [chunks, outer, inner] and aicfc_sum_partials_f32 adds them in chunk order."""
     axes = param(params, "axes", ())
     outer, r, inner = reduce_view(tuple(ins[0].shape), tuple(axes))
-    if outer > 65535:
-        raise CudaKernelError(f'kernel "{spec.name}": {outer} outer rows exceed the grid limit')
     expect_numel(spec, outer * inner, result=outs[0])
-    grid = (1 if inner == 1 else cdiv(inner, 32), outer)
+    tiles = 1 if inner == 1 else cdiv(inner, 32)
+    chunks, rows = (1, max(1, r)) if inner == 1 else row_chunks(r, tiles * outer, ctx.sm_count)
+    if chunks * outer > 65535:
+        raise CudaKernelError(f'kernel "{spec.name}": {outer} outer rows exceed the grid limit')
+    partial = outs[0] if chunks == 1 else ctx.workspace(4 * chunks * outer * inner)
+    scalars = {"outer": outer, "R": r, "inner": inner, "rows": rows}
+    first = kernel_launch(
+        spec, (tiles, chunks * outer), (32, 32), [ins[0], partial], scalars, keepalive=[partial]
+    )
+    if chunks == 1:
+        return [first]
+    combine = registry.get("cuda.sum_partials_f32")
+    n = outer * inner
     return [
+        first,
         kernel_launch(
-            spec, grid, (32, 32), [ins[0], outs[0]], {"outer": outer, "R": r, "inner": inner}
-        )
+            combine, (cdiv(n, 256),), (256,), [partial, outs[0]], {"chunks": chunks, "N": n}
+        ),
     ]

@@ -108,65 +108,232 @@ func.func @epilogue_grad_act_none(%dy: tensor<8x16xf32>, %y: tensor<8x16xf32>) {
 
 // -----
 
-func.func @adam_step_counter(%p: tensor<4xf32>, %s: tensor<i64>) {
+func.func @adam_step_counter(%p: tensor<4xf32>, %s: tensor<i64>, %h: tensor<f64>, %one: tensor<f32>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: step must be a scalar tensor<f32>, got tensor<i64>
-  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr = 1.0e-3 : tensor<4xf32>, tensor<i64>
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr(%h) betas(%h, %h) eps(%h) weight_decay(%h) grad_scale(%one) apply(%one) : tensor<4xf32>, tensor<i64>, tensor<f64>, tensor<f32>, tensor<f32>
   func.return
 }
 
 // -----
 
-func.func @adam_step_beta(%p: tensor<4xf32>, %s: tensor<f32>) {
+func.func @adam_step_beta(%p: tensor<4xf32>, %s: tensor<f32>, %h: tensor<f64>, %one: tensor<f32>) {
+  %b2 = graph.constant dense<1.0> : tensor<f64>
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: beta2 must be in [0, 1), got 1.0
-  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr = 1.0e-3 beta2 = 1.0 : tensor<4xf32>, tensor<f32>
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr(%h) betas(%h, %b2) eps(%h) weight_decay(%h) grad_scale(%one) apply(%one) : tensor<4xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
   func.return
 }
 
 // -----
 
-func.func @adam_step_negative_lr(%p: tensor<4xf32>, %s: tensor<f32>) {
+func.func @adam_step_negative_lr(%p: tensor<4xf32>, %s: tensor<f32>, %h: tensor<f64>, %one: tensor<f32>) {
+  %lr = graph.constant dense<-1.0e-3> : tensor<f64>
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: lr must be non-negative, got -0.001
-  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr = -1.0e-3 : tensor<4xf32>, tensor<f32>
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr(%lr) betas(%h, %h) eps(%h) weight_decay(%h) grad_scale(%one) apply(%one) : tensor<4xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
   func.return
 }
 
 // -----
 
-func.func @sgd_step_momentum_without_buffer(%p: tensor<4xf32>, %g: tensor<4xf32>) {
-  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.sgd_step: a momentum buffer operand is needed exactly when momentum != 0 (momentum = 0.9)
-  %p1 = autodiff.sgd_step %p, %g lr = 0.1 momentum = 0.9 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  func.return
-}
-
-// -----
-
-func.func @sgd_step_nesterov_without_momentum(%p: tensor<4xf32>, %g: tensor<4xf32>) {
-  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.sgd_step: nesterov needs momentum
-  %p1 = autodiff.sgd_step %p, %g lr = 0.1 nesterov : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  func.return
-}
-
-// -----
-
-func.func @sgd_step_buffer_not_returned(%p: tensor<4xf32>, %g: tensor<4xf32>, %buf: tensor<4xf32>) {
-  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.sgd_step: 1 momentum buffer operand(s) but 0 new momentum buffer result(s); the updated buffer must be returned exactly when one is passed
-  %p1 = autodiff.sgd_step %p, %g, %buf lr = 0.1 momentum = 0.9 : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  func.return
-}
-
-// -----
-
-func.func @adam_step_nan_lr(%p: tensor<4xf32>, %s: tensor<f32>) {
+func.func @adam_step_nan_lr(%p: tensor<4xf32>, %s: tensor<f32>, %h: tensor<f64>, %one: tensor<f32>) {
+  %lr = graph.constant dense<0x7FF8000000000000> : tensor<f64>
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: lr must be finite, got nan
-  %p1, %m1, %v1, %s1 = "autodiff.adam_step"(%p, %p, %p, %p, %s) <{lr = 0x7FF8000000000000 : f64}> : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>)
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr(%lr) betas(%h, %h) eps(%h) weight_decay(%h) grad_scale(%one) apply(%one) : tensor<4xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
   func.return
 }
 
 // -----
 
-func.func @sgd_step_negative_momentum(%p: tensor<4xf32>, %g: tensor<4xf32>) {
+func.func @adam_step_hyperparameter_not_scalar(%p: tensor<4xf32>, %s: tensor<f32>, %lr: tensor<2xf64>, %h: tensor<f64>, %one: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: lr must be a scalar (0-d) tensor, got tensor<2xf64>
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr(%lr) betas(%lr, %lr) eps(%lr) weight_decay(%lr) grad_scale(%one) apply(%one) : tensor<4xf32>, tensor<f32>, tensor<2xf64>, tensor<f32>, tensor<f32>
+  func.return
+}
+
+// -----
+
+func.func @adam_step_integer_hyperparameter(%p: tensor<4xf32>, %s: tensor<f32>, %i: tensor<i64>, %h: tensor<f64>, %one: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: lr must have a float element type (f16, bf16, f32, f64), got i64
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr(%i) betas(%i, %i) eps(%i) weight_decay(%i) grad_scale(%one) apply(%one) : tensor<4xf32>, tensor<f32>, tensor<i64>, tensor<f32>, tensor<f32>
+  func.return
+}
+
+// -----
+
+func.func @adam_step_apply_not_a_flag(%p: tensor<4xf32>, %s: tensor<f32>, %h: tensor<f64>, %one: tensor<f32>) {
+  %half = graph.constant dense<0.5> : tensor<f32>
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: apply must be 0 or 1, got 0.5
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr(%h) betas(%h, %h) eps(%h) weight_decay(%h) grad_scale(%one) apply(%half) : tensor<4xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
+  func.return
+}
+
+// -----
+
+func.func @sgd_step_momentum_without_buffer(%p: tensor<4xf32>, %g: tensor<4xf32>, %h: tensor<f64>, %one: tensor<f32>) {
+  %mu = graph.constant dense<0.9> : tensor<f64>
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.sgd_step: momentum = 0.9 needs a momentum buffer operand (momentum_buffer(...))
+  %p1 = autodiff.sgd_step %p, %g lr(%h) momentum(%mu) weight_decay(%h) grad_scale(%one) apply(%one) : tensor<4xf32>, tensor<f64>, tensor<f32>, tensor<f32>
+  func.return
+}
+
+// -----
+
+func.func @sgd_step_nesterov_without_momentum(%p: tensor<4xf32>, %g: tensor<4xf32>, %h: tensor<f64>, %one: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.sgd_step: nesterov needs momentum
+  %p1 = autodiff.sgd_step %p, %g lr(%h) momentum(%h) weight_decay(%h) grad_scale(%one) apply(%one) nesterov : tensor<4xf32>, tensor<f64>, tensor<f32>, tensor<f32>
+  func.return
+}
+
+// -----
+
+func.func @sgd_step_buffer_not_returned(%p: tensor<4xf32>, %g: tensor<4xf32>, %buf: tensor<4xf32>, %h: tensor<f64>, %one: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.sgd_step: 1 momentum buffer operand(s) but 0 new momentum buffer result(s); the updated buffer must be returned exactly when one is passed
+  %p1 = "autodiff.sgd_step"(%p, %g, %h, %h, %h, %one, %one, %buf) : (tensor<4xf32>, tensor<4xf32>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f32>, tensor<f32>, tensor<4xf32>) -> tensor<4xf32>
+  func.return
+}
+
+// -----
+
+func.func @sgd_step_negative_momentum(%p: tensor<4xf32>, %g: tensor<4xf32>, %h: tensor<f64>, %one: tensor<f32>) {
+  %mu = graph.constant dense<-0.9> : tensor<f64>
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.sgd_step: momentum must be non-negative, got -0.9
-  %p1, %b1 = autodiff.sgd_step %p, %g, %g lr = 0.1 momentum = -0.9 : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  %p1, %b1 = autodiff.sgd_step %p, %g lr(%h) momentum(%mu) weight_decay(%h) grad_scale(%one) apply(%one) momentum_buffer(%g) : tensor<4xf32>, tensor<f64>, tensor<f32>, tensor<f32> -> tensor<4xf32>
+  func.return
+}
+
+// -----
+
+func.func @lr_schedule_unknown_kind(%e: tensor<i64>, %a: tensor<f32>, %lr: tensor<f64>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.lr_schedule: unknown kind 'onecycle' (known: constant, linear, step, exponential, cosine)
+  %e1, %l = autodiff.lr_schedule %e, %a, %lr kinds = "onecycle" milestones = [] coefficients = [1.0, 0.0, 0.0, 0.0] : tensor<i64>, tensor<f32>, tensor<f64> -> tensor<f64>
+  func.return
+}
+
+// -----
+
+func.func @lr_schedule_milestones(%e: tensor<i64>, %a: tensor<f32>, %lr: tensor<f64>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.lr_schedule: 2 segments need 1 milestones, got 0
+  %e1, %l = autodiff.lr_schedule %e, %a, %lr kinds = "linear,cosine" milestones = [] coefficients = [0.1, 1.0, 5.0, 0.0, 10.0, 0.0, 0.0, 0.0] : tensor<i64>, tensor<f32>, tensor<f64> -> tensor<f64>
+  func.return
+}
+
+// -----
+
+func.func @lr_schedule_negative_t_max(%e: tensor<i64>, %a: tensor<f32>, %lr: tensor<f64>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.lr_schedule: segment 0 (cosine): T_max must be a whole number >= 1, got -5
+  %e1, %l = autodiff.lr_schedule %e, %a, %lr kinds = "cosine" milestones = [] coefficients = [-5.0, 0.0, 0.0, 0.0] : tensor<i64>, tensor<f32>, tensor<f64> -> tensor<f64>
+  func.return
+}
+
+// -----
+
+func.func @lr_schedule_counter(%e: tensor<f32>, %a: tensor<f32>, %lr: tensor<f64>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.lr_schedule: last_epoch must be a scalar tensor<i64>, got tensor<f32>
+  %e1, %l = autodiff.lr_schedule %e, %a, %lr kinds = "cosine" milestones = [] coefficients = [5.0, 0.0, 0.0, 0.0] : tensor<f32>, tensor<f32>, tensor<f64> -> tensor<f64>
+  func.return
+}
+
+// -----
+
+func.func @lr_schedule_no_group(%e: tensor<i64>, %a: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.lr_schedule: needs at least one initial_lr (a param group)
+  %e1 = "autodiff.lr_schedule"(%e, %a) <{kinds = "cosine", milestones = array<i64>, coefficients = array<f64: 5.0, 0.0, 0.0, 0.0>}> : (tensor<i64>, tensor<f32>) -> tensor<i64>
+  func.return
+}
+
+// -----
+
+func.func @lr_schedule_results(%e: tensor<i64>, %a: tensor<f32>, %lr: tensor<f64>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.lr_schedule: 1 initial_lr operands but 2 lr results; one learning rate per param group
+  %e1, %l:2 = "autodiff.lr_schedule"(%e, %a, %lr) <{kinds = "cosine", milestones = array<i64>, coefficients = array<f64: 5.0, 0.0, 0.0, 0.0>}> : (tensor<i64>, tensor<f32>, tensor<f64>) -> (tensor<i64>, tensor<f64>, tensor<f64>)
+  func.return
+}
+
+// -----
+
+func.func @clip_grad_norm_max_norm(%g: tensor<4xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.clip_grad_norm: max_norm must be positive and finite, got 0.0
+  %n, %c = autodiff.clip_grad_norm %g max_norm = 0.0 : tensor<4xf32> -> tensor<f32>
+  func.return
+}
+
+// -----
+
+func.func @clip_grad_norm_dtypes(%g: tensor<4xf32>, %h: tensor<4xf64>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.clip_grad_norm: every gradient must have one dtype, got f32 (gradient #0) and f64 (gradient #1)
+  %n, %c = autodiff.clip_grad_norm %g, %h max_norm = 1.0 : tensor<4xf32>, tensor<4xf64> -> tensor<f32>
+  func.return
+}
+
+// -----
+
+func.func @clip_grad_norm_result_type(%g: tensor<4xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.clip_grad_norm: total_norm and clip_coef must be tensor<f32>, got tensor<f64>
+  %n, %c = autodiff.clip_grad_norm %g max_norm = 1.0 : tensor<4xf32> -> tensor<f64>
+  func.return
+}
+
+// -----
+
+func.func @clip_grad_norm_no_gradient() {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.clip_grad_norm: needs at least one gradient
+  %n, %c = "autodiff.clip_grad_norm"() <{max_norm = 1.0 : f64}> : () -> (tensor<f32>, tensor<f32>)
+  func.return
+}
+
+// -----
+
+func.func @clip_grad_norm_integer(%g: tensor<4xi32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.clip_grad_norm: gradient #0 must have a float element type (f16, bf16, f32, f64), got i32
+  %n, %c = autodiff.clip_grad_norm %g max_norm = 1.0 : tensor<4xi32> -> tensor<i32>
+  func.return
+}
+
+// -----
+
+func.func @accumulation_step_every(%c: tensor<i64>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.accumulation_step: every must be >= 1, got 0
+  %c1, %a = autodiff.accumulation_step %c every = 0 : tensor<i64> -> tensor<f32>
+  func.return
+}
+
+// -----
+
+func.func @accumulation_step_flag(%c: tensor<i64>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.accumulation_step: apply must be a tensor<f32>, got tensor<f64>
+  %c1, %a = autodiff.accumulation_step %c every = 2 : tensor<i64> -> tensor<f64>
+  func.return
+}
+
+// -----
+
+func.func @accumulation_step_counter(%c: tensor<i32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.accumulation_step: count must be a scalar tensor<i64>, got tensor<i32>
+  %c1, %a = autodiff.accumulation_step %c every = 2 : tensor<i32> -> tensor<f32>
+  func.return
+}
+
+// -----
+
+func.func @accumulate_grad_every(%g: tensor<4xf32>, %r: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.accumulate_grad: every must be >= 1, got 0
+  %m, %a = autodiff.accumulate_grad %g, %g, %r every = 0 : tensor<4xf32>, tensor<f32>
+  func.return
+}
+
+// -----
+
+func.func @accumulate_grad_reset(%g: tensor<4xf32>) {
+  %r = graph.constant dense<2.0> : tensor<f32>
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.accumulate_grad: reset must be 0 or 1, got 2.0
+  %m, %a = autodiff.accumulate_grad %g, %g, %r every = 2 : tensor<4xf32>, tensor<f32>
+  func.return
+}
+
+// -----
+
+func.func @accumulate_grad_integer(%g: tensor<4xi32>, %r: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.accumulate_grad: grad must have a float element type (f16, bf16, f32, f64), got i32
+  %m, %a = autodiff.accumulate_grad %g, %g, %r every = 2 : tensor<4xi32>, tensor<f32>
   func.return
 }
 

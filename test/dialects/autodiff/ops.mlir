@@ -1,8 +1,9 @@
 // Every autodiff op in custom syntax: printed as checked, and unchanged by a
 // round trip through the custom and the generic form (the optional seed and
-// momentum buffer present and absent; lr = 3e-4 and eps = 1e-8 exact; a property
-// equal to its default, such as eps = 1e-8, is not printed in custom syntax and
-// comes back from the default, as the generic form shows).
+// momentum buffer present and absent; a schedule's coefficients such as 1/3 exact; a
+// property equal to its default is not printed in custom syntax and comes back from
+// the default, as the generic form shows). The optimizers' hyperparameters are
+// operands (state arguments in the train steps aicfc builds).
 // RUN: aicfc-opt %s | filecheck %s
 // RUN: aicfc-opt %s | aicfc-opt | filecheck %s
 // RUN: aicfc-opt %s --print-op-generic | aicfc-opt | filecheck %s
@@ -91,35 +92,81 @@ func.func @epilogue_grad(%dy: tensor<8x16xf32>, %y: tensor<8x16xf32>) {
 }
 
 // CHECK-LABEL: func.func @adam_step
-// CHECK-SAME: (%p: tensor<16x8xf32>, %g: tensor<16x8xf32>, %m: tensor<16x8xf32>, %v: tensor<16x8xf32>, %s: tensor<f32>) {
-func.func @adam_step(%p: tensor<16x8xf32>, %g: tensor<16x8xf32>, %m: tensor<16x8xf32>, %v: tensor<16x8xf32>, %s: tensor<f32>) {
-  // CHECK-NEXT: %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %g, %m, %v, %s lr = 3.000000e-04 : tensor<16x8xf32>, tensor<f32>
-  // GENERIC: %p1, %m1, %v1, %s1 = "autodiff.adam_step"(%p, %g, %m, %v, %s) <{lr = 3.000000e-04 : f64, beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, eps = 1.000000e-08 : f64, weight_decay = 0.000000e+00 : f64}> : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>) -> (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>)
-  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %g, %m, %v, %s lr = 3.0e-4 : tensor<16x8xf32>, tensor<f32>
-  // CHECK-NEXT: %p2, %m2, %v2, %s2 = autodiff.adam_step %p, %g, %m, %v, %s lr = 3.000000e-04 : tensor<16x8xf32>, tensor<f32>
-  // GENERIC: %p2, %m2, %v2, %s2 = "autodiff.adam_step"(%p, %g, %m, %v, %s) <{lr = 3.000000e-04 : f64, eps = 1.000000e-08 : f64, beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, weight_decay = 0.000000e+00 : f64}> : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>) -> (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>)
-  %p2, %m2, %v2, %s2 = autodiff.adam_step %p, %g, %m, %v, %s lr = 3.0e-4 eps = 1.0e-8 : tensor<16x8xf32>, tensor<f32>
-  // CHECK-NEXT: %p3, %m3, %v3, %s3 = autodiff.adam_step %p, %g, %m, %v, %s lr = 1.000000e-03 beta1 = 8.000000e-01 beta2 = 9.900000e-01 eps = 1.000000e-07 weight_decay = 1.000000e-02 decoupled : tensor<16x8xf32>, tensor<f32>
-  // GENERIC: %p3, %m3, %v3, %s3 = "autodiff.adam_step"(%p, %g, %m, %v, %s) <{lr = 1.000000e-03 : f64, beta1 = 8.000000e-01 : f64, beta2 = 9.900000e-01 : f64, eps = 1.000000e-07 : f64, weight_decay = 1.000000e-02 : f64, decoupled_weight_decay}> : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>) -> (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>)
-  %p3, %m3, %v3, %s3 = autodiff.adam_step %p, %g, %m, %v, %s lr = 1.0e-3 beta1 = 0.8 beta2 = 0.99 eps = 1.0e-7 weight_decay = 0.01 decoupled : tensor<16x8xf32>, tensor<f32>
+// CHECK-SAME: (%p: tensor<16x8xf32>, %g: tensor<16x8xf32>, %m: tensor<16x8xf32>, %v: tensor<16x8xf32>, %s: tensor<f32>, %lr: tensor<f64>, %b1: tensor<f64>, %b2: tensor<f64>, %eps: tensor<f64>, %wd: tensor<f64>, %c: tensor<f32>, %a: tensor<f32>) {
+func.func @adam_step(%p: tensor<16x8xf32>, %g: tensor<16x8xf32>, %m: tensor<16x8xf32>, %v: tensor<16x8xf32>, %s: tensor<f32>, %lr: tensor<f64>, %b1: tensor<f64>, %b2: tensor<f64>, %eps: tensor<f64>, %wd: tensor<f64>, %c: tensor<f32>, %a: tensor<f32>) {
+  // CHECK-NEXT: %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %g, %m, %v, %s lr(%lr) betas(%b1, %b2) eps(%eps) weight_decay(%wd) grad_scale(%c) apply(%a) : tensor<16x8xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
+  // GENERIC: %p1, %m1, %v1, %s1 = "autodiff.adam_step"(%p, %g, %m, %v, %s, %lr, %b1, %b2, %eps, %wd, %c, %a) : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f32>, tensor<f32>) -> (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>)
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %g, %m, %v, %s lr(%lr) betas(%b1, %b2) eps(%eps) weight_decay(%wd) grad_scale(%c) apply(%a) : tensor<16x8xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
+  // CHECK-NEXT: %p2, %m2, %v2, %s2 = autodiff.adam_step %p, %g, %m, %v, %s lr(%lr) betas(%b1, %b2) eps(%eps) weight_decay(%wd) grad_scale(%c) apply(%a) decoupled : tensor<16x8xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
+  // GENERIC: %p2, %m2, %v2, %s2 = "autodiff.adam_step"(%p, %g, %m, %v, %s, %lr, %b1, %b2, %eps, %wd, %c, %a) <{decoupled_weight_decay}> : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f32>, tensor<f32>) -> (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>)
+  %p2, %m2, %v2, %s2 = autodiff.adam_step %p, %g, %m, %v, %s lr(%lr) betas(%b1, %b2) eps(%eps) weight_decay(%wd) grad_scale(%c) apply(%a) decoupled : tensor<16x8xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @adam_step_f64
+// CHECK-SAME: (%p: tensor<4xf64>, %s: tensor<f32>, %h: tensor<f64>, %a: tensor<f32>) {
+func.func @adam_step_f64(%p: tensor<4xf64>, %s: tensor<f32>, %h: tensor<f64>, %a: tensor<f32>) {
+  // CHECK-NEXT: %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr(%h) betas(%h, %h) eps(%h) weight_decay(%h) grad_scale(%h) apply(%a) : tensor<4xf64>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<f32>
+  // GENERIC: %p1, %m1, %v1, %s1 = "autodiff.adam_step"(%p, %p, %p, %p, %s, %h, %h, %h, %h, %h, %h, %a) : (tensor<4xf64>, tensor<4xf64>, tensor<4xf64>, tensor<4xf64>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f32>) -> (tensor<4xf64>, tensor<4xf64>, tensor<4xf64>, tensor<f32>)
+  %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %p, %p, %p, %s lr(%h) betas(%h, %h) eps(%h) weight_decay(%h) grad_scale(%h) apply(%a) : tensor<4xf64>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<f32>
   // CHECK-NEXT: func.return
   func.return
 // CHECK-NEXT: }
 }
 
 // CHECK-LABEL: func.func @sgd_step
-// CHECK-SAME: (%p: tensor<16x8xf32>, %g: tensor<16x8xf32>, %buf: tensor<16x8xf32>) {
-func.func @sgd_step(%p: tensor<16x8xf32>, %g: tensor<16x8xf32>, %buf: tensor<16x8xf32>) {
-  // CHECK-NEXT: %p1 = autodiff.sgd_step %p, %g lr = 1.000000e-02 : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
-  // GENERIC: %p1 = "autodiff.sgd_step"(%p, %g) <{lr = 1.000000e-02 : f64, momentum = 0.000000e+00 : f64, weight_decay = 0.000000e+00 : f64}> : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
-  %p1 = autodiff.sgd_step %p, %g lr = 0.01 : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
-  // CHECK-NEXT: %p2 = autodiff.sgd_step %p, %g lr = 1.000000e-02 weight_decay = 1.000000e-04 : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
-  %p2 = autodiff.sgd_step %p, %g lr = 0.01 weight_decay = 1.0e-4 : (tensor<16x8xf32>, tensor<16x8xf32>) -> tensor<16x8xf32>
-  // CHECK-NEXT: %p3, %b3 = autodiff.sgd_step %p, %g, %buf lr = 1.000000e-02 momentum = 9.000000e-01 : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
-  %p3, %b3 = autodiff.sgd_step %p, %g, %buf lr = 0.01 momentum = 0.9 : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
-  // CHECK-NEXT: %p4, %b4 = autodiff.sgd_step %p, %g, %buf lr = 1.000000e-02 momentum = 9.000000e-01 nesterov : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
-  // GENERIC: %p4, %b4 = "autodiff.sgd_step"(%p, %g, %buf) <{lr = 1.000000e-02 : f64, momentum = 9.000000e-01 : f64, nesterov, weight_decay = 0.000000e+00 : f64}> : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
-  %p4, %b4 = autodiff.sgd_step %p, %g, %buf lr = 0.01 momentum = 0.9 nesterov : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
+// CHECK-SAME: (%p: tensor<16x8xf32>, %g: tensor<16x8xf32>, %buf: tensor<16x8xf32>, %lr: tensor<f64>, %mu: tensor<f64>, %wd: tensor<f64>, %c: tensor<f32>, %a: tensor<f32>) {
+func.func @sgd_step(%p: tensor<16x8xf32>, %g: tensor<16x8xf32>, %buf: tensor<16x8xf32>, %lr: tensor<f64>, %mu: tensor<f64>, %wd: tensor<f64>, %c: tensor<f32>, %a: tensor<f32>) {
+  // CHECK-NEXT: %p1 = autodiff.sgd_step %p, %g lr(%lr) momentum(%mu) weight_decay(%wd) grad_scale(%c) apply(%a) : tensor<16x8xf32>, tensor<f64>, tensor<f32>, tensor<f32>
+  // GENERIC: %p1 = "autodiff.sgd_step"(%p, %g, %lr, %mu, %wd, %c, %a) : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f32>, tensor<f32>) -> tensor<16x8xf32>
+  %p1 = autodiff.sgd_step %p, %g lr(%lr) momentum(%mu) weight_decay(%wd) grad_scale(%c) apply(%a) : tensor<16x8xf32>, tensor<f64>, tensor<f32>, tensor<f32>
+  // CHECK-NEXT: %p2, %b2 = autodiff.sgd_step %p, %g lr(%lr) momentum(%mu) weight_decay(%wd) grad_scale(%c) apply(%a) momentum_buffer(%buf) : tensor<16x8xf32>, tensor<f64>, tensor<f32>, tensor<f32> -> tensor<16x8xf32>
+  // GENERIC: %p2, %b2 = "autodiff.sgd_step"(%p, %g, %lr, %mu, %wd, %c, %a, %buf) : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f32>, tensor<f32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
+  %p2, %b2 = autodiff.sgd_step %p, %g lr(%lr) momentum(%mu) weight_decay(%wd) grad_scale(%c) apply(%a) momentum_buffer(%buf) : tensor<16x8xf32>, tensor<f64>, tensor<f32>, tensor<f32> -> tensor<16x8xf32>
+  // CHECK-NEXT: %p3, %b3 = autodiff.sgd_step %p, %g lr(%lr) momentum(%mu) weight_decay(%wd) grad_scale(%c) apply(%a) momentum_buffer(%buf) nesterov : tensor<16x8xf32>, tensor<f64>, tensor<f32>, tensor<f32> -> tensor<16x8xf32>
+  // GENERIC: %p3, %b3 = "autodiff.sgd_step"(%p, %g, %lr, %mu, %wd, %c, %a, %buf) <{nesterov}> : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f32>, tensor<f32>, tensor<16x8xf32>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
+  %p3, %b3 = autodiff.sgd_step %p, %g lr(%lr) momentum(%mu) weight_decay(%wd) grad_scale(%c) apply(%a) momentum_buffer(%buf) nesterov : tensor<16x8xf32>, tensor<f64>, tensor<f32>, tensor<f32> -> tensor<16x8xf32>
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @lr_schedule
+// CHECK-SAME: (%e: tensor<i64>, %a: tensor<f32>, %lr0: tensor<f64>, %lr1: tensor<f64>) {
+func.func @lr_schedule(%e: tensor<i64>, %a: tensor<f32>, %lr0: tensor<f64>, %lr1: tensor<f64>) {
+  // CHECK-NEXT: %e1, %l0 = autodiff.lr_schedule %e, %a, %lr0 kinds = "cosine" milestones = [] coefficients = [1.000000e+02, 0.000000e+00, 0.000000e+00, 0.000000e+00] : tensor<i64>, tensor<f32>, tensor<f64> -> tensor<f64>
+  // GENERIC: %e1, %l0 = "autodiff.lr_schedule"(%e, %a, %lr0) <{kinds = "cosine", milestones = array<i64>, coefficients = array<f64: 1.000000e+02, 0.000000e+00, 0.000000e+00, 0.000000e+00>}> : (tensor<i64>, tensor<f32>, tensor<f64>) -> (tensor<i64>, tensor<f64>)
+  %e1, %l0 = autodiff.lr_schedule %e, %a, %lr0 kinds = "cosine" milestones = [] coefficients = [100.0, 0.0, 0.0, 0.0] : tensor<i64>, tensor<f32>, tensor<f64> -> tensor<f64>
+  // CHECK-NEXT: %e2, %l1, %l2 = autodiff.lr_schedule %e, %a, %lr0, %lr1 kinds = "linear,cosine" milestones = [10] coefficients = [0.33333333333333331, 1.000000e+00, 1.000000e+01, 0.000000e+00, 9.000000e+01, 1.000000e-05, 0.000000e+00, 0.000000e+00] : tensor<i64>, tensor<f32>, tensor<f64>, tensor<f64> -> tensor<f64>, tensor<f64>
+  // GENERIC: %e2, %l1, %l2 = "autodiff.lr_schedule"(%e, %a, %lr0, %lr1) <{kinds = "linear,cosine", milestones = array<i64: 10>, coefficients = array<f64: 0.33333333333333331, 1.000000e+00, 1.000000e+01, 0.000000e+00, 9.000000e+01, 1.000000e-05, 0.000000e+00, 0.000000e+00>}> : (tensor<i64>, tensor<f32>, tensor<f64>, tensor<f64>) -> (tensor<i64>, tensor<f64>, tensor<f64>)
+  %e2, %l1, %l2 = autodiff.lr_schedule %e, %a, %lr0, %lr1 kinds = "linear,cosine" milestones = [10] coefficients = [0.33333333333333331, 1.0, 10.0, 0.0, 90.0, 1.0e-5, 0.0, 0.0] : tensor<i64>, tensor<f32>, tensor<f64>, tensor<f64> -> tensor<f64>, tensor<f64>
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @clip_grad_norm
+// CHECK-SAME: (%g0: tensor<16x8xf32>, %g1: tensor<16xf32>) {
+func.func @clip_grad_norm(%g0: tensor<16x8xf32>, %g1: tensor<16xf32>) {
+  // CHECK-NEXT: %n, %c = autodiff.clip_grad_norm %g0, %g1 max_norm = 1.000000e+00 : tensor<16x8xf32>, tensor<16xf32> -> tensor<f32>
+  // GENERIC: %n, %c = "autodiff.clip_grad_norm"(%g0, %g1) <{max_norm = 1.000000e+00 : f64}> : (tensor<16x8xf32>, tensor<16xf32>) -> (tensor<f32>, tensor<f32>)
+  %n, %c = autodiff.clip_grad_norm %g0, %g1 max_norm = 1.0 : tensor<16x8xf32>, tensor<16xf32> -> tensor<f32>
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
+// CHECK-LABEL: func.func @accumulation
+// CHECK-SAME: (%g: tensor<16x8xf32>, %acc: tensor<16x8xf32>, %count: tensor<i64>) {
+func.func @accumulation(%g: tensor<16x8xf32>, %acc: tensor<16x8xf32>, %count: tensor<i64>) {
+  // CHECK-NEXT: %count1, %apply = autodiff.accumulation_step %count every = 4 : tensor<i64> -> tensor<f32>
+  // GENERIC: %count1, %apply = "autodiff.accumulation_step"(%count) <{every = 4 : i64}> : (tensor<i64>) -> (tensor<i64>, tensor<f32>)
+  %count1, %apply = autodiff.accumulation_step %count every = 4 : tensor<i64> -> tensor<f32>
+  // CHECK-NEXT: %mean, %acc1 = autodiff.accumulate_grad %g, %acc, %apply every = 4 : tensor<16x8xf32>, tensor<f32>
+  // GENERIC: %mean, %acc1 = "autodiff.accumulate_grad"(%g, %acc, %apply) <{every = 4 : i64}> : (tensor<16x8xf32>, tensor<16x8xf32>, tensor<f32>) -> (tensor<16x8xf32>, tensor<16x8xf32>)
+  %mean, %acc1 = autodiff.accumulate_grad %g, %acc, %apply every = 4 : tensor<16x8xf32>, tensor<f32>
   // CHECK-NEXT: func.return
   func.return
 // CHECK-NEXT: }

@@ -33,7 +33,7 @@ exec.program @buffer_name_twice {
 
 // -----
 
-// CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:1: error: exec.program @op_at_program_level: exec.copy is not allowed at program level (only exec.buffer, exec.alloc, exec.constant, exec.graph, exec.output)
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:1: error: exec.program @op_at_program_level: exec.copy is not allowed at program level (only exec.buffer, exec.alloc, exec.constant, exec.communicator, exec.graph, exec.output)
 exec.program @op_at_program_level {
   %a = exec.alloc : !exec.buffer<4xf32, tmp>
   %b = exec.alloc : !exec.buffer<4xf32, tmp>
@@ -75,6 +75,24 @@ exec.program @buffer_role_tmp {
 
 // -----
 
+exec.program @buffer_init_of_a_param {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: exec.buffer "w": only a state has an initial value (init), this is a param
+  %w = exec.buffer "w" init = dense<1.0> : tensor<4xf32> : !exec.buffer<4xf32, param>
+  exec.graph {
+  }
+}
+
+// -----
+
+exec.program @buffer_init_type {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: exec.buffer "lr": init is tensor<f32>, the buffer is !exec.buffer<f64, state>
+  %lr = exec.buffer "lr" init = dense<1.0> : tensor<f32> : !exec.buffer<f64, state>
+  exec.graph {
+  }
+}
+
+// -----
+
 exec.program @alloc_role_param {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: exec.alloc: role must be tmp, got !exec.buffer<4xf32, param>
   %a = exec.alloc : !exec.buffer<4xf32, param>
@@ -96,7 +114,7 @@ exec.program @constant_type {
 // -----
 
 exec.program @alloc_inside_graph {
-  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: exec.graph: exec.alloc is not allowed inside the capture region (only exec.launch and exec.copy)
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: exec.graph: exec.alloc is not allowed inside the capture region (only exec.launch, exec.copy and exec.all_reduce)
   exec.graph {
     %a = exec.alloc : !exec.buffer<4xf32, tmp>
   }
@@ -139,7 +157,7 @@ exec.program @launch_output_twice {
 exec.program @launch_unknown_alias {
   %t = exec.alloc : !exec.buffer<4xf32, tmp>
   exec.graph {
-    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.launch "numpy.relu": unknown alias policy "out1_in0" (known: adam_triplet, out0_in0, sgd_pair)
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.launch "numpy.relu": unknown alias policy "out1_in0" (known: accumulate_pair, adam_triplet, out0_in0, sgd_pair)
     exec.launch "numpy.relu"(%t) outs(%t) alias = "out1_in0" : (!exec.buffer<4xf32, tmp>) -> (!exec.buffer<4xf32, tmp>)
   }
 }
@@ -207,4 +225,106 @@ func.func @program_inside_func() {
     }
   }
   func.return
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:1: error: exec.program @communicator_twice: communicator name "world" is declared twice
+exec.program @communicator_twice {
+  %a = exec.communicator "world" world_size = 2 : !exec.communicator
+  %b = exec.communicator "world" world_size = 2 : !exec.communicator
+  exec.graph {
+  }
+}
+
+// -----
+
+exec.program @communicator_empty {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: exec.communicator "world": world_size must be at least 1, got 0
+  %a = exec.communicator "world" world_size = 0 : !exec.communicator
+  exec.graph {
+  }
+}
+
+// -----
+
+exec.program @all_reduce_unknown_reduce {
+  %c = exec.communicator "world" world_size = 2 : !exec.communicator
+  %g = exec.alloc : !exec.buffer<4xf32, tmp>
+  %b = exec.alloc : !exec.buffer<4xf32, tmp>
+  exec.graph {
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.all_reduce: unknown reduce "max" (known: sum, mean)
+    exec.all_reduce "max" %c tensors(%g) bucket(%b) : (!exec.buffer<4xf32, tmp>) -> !exec.buffer<4xf32, tmp>
+  }
+}
+
+// -----
+
+exec.program @all_reduce_nothing {
+  %c = exec.communicator "world" world_size = 2 : !exec.communicator
+  %b = exec.alloc : !exec.buffer<4xf32, tmp>
+  exec.graph {
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.all_reduce: needs at least one tensor to reduce
+    exec.all_reduce "mean" %c tensors() bucket(%b) : () -> !exec.buffer<4xf32, tmp>
+  }
+}
+
+// -----
+
+exec.program @all_reduce_bucket_rank {
+  %c = exec.communicator "world" world_size = 2 : !exec.communicator
+  %g = exec.alloc : !exec.buffer<4xf32, tmp>
+  %b = exec.alloc : !exec.buffer<2x2xf32, tmp>
+  exec.graph {
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.all_reduce: the bucket must be a tmp buffer of rank 1, got !exec.buffer<2x2xf32, tmp>
+    exec.all_reduce "mean" %c tensors(%g) bucket(%b) : (!exec.buffer<4xf32, tmp>) -> !exec.buffer<2x2xf32, tmp>
+  }
+}
+
+// -----
+
+exec.program @all_reduce_input {
+  %c = exec.communicator "world" world_size = 2 : !exec.communicator
+  %x = exec.buffer "x" : !exec.buffer<4xf32, input>
+  %b = exec.alloc : !exec.buffer<4xf32, tmp>
+  exec.graph {
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.all_reduce: tensor #0 is the input buffer "x"; input buffers are read-only
+    exec.all_reduce "mean" %c tensors(%x) bucket(%b) : (!exec.buffer<4xf32, input>) -> !exec.buffer<4xf32, tmp>
+  }
+}
+
+// -----
+
+exec.program @all_reduce_twice {
+  %c = exec.communicator "world" world_size = 2 : !exec.communicator
+  %g = exec.alloc : !exec.buffer<4xf32, tmp>
+  %b = exec.alloc : !exec.buffer<8xf32, tmp>
+  exec.graph {
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.all_reduce: tensor #1 is passed twice (or is the bucket)
+    exec.all_reduce "mean" %c tensors(%g, %g) bucket(%b) : (!exec.buffer<4xf32, tmp>, !exec.buffer<4xf32, tmp>) -> !exec.buffer<8xf32, tmp>
+  }
+}
+
+// -----
+
+exec.program @all_reduce_dtype {
+  %c = exec.communicator "world" world_size = 2 : !exec.communicator
+  %g = exec.alloc : !exec.buffer<4xf16, tmp>
+  %b = exec.alloc : !exec.buffer<4xf32, tmp>
+  exec.graph {
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.all_reduce: tensor #0 has element type f16, the bucket f32
+    exec.all_reduce "mean" %c tensors(%g) bucket(%b) : (!exec.buffer<4xf16, tmp>) -> !exec.buffer<4xf32, tmp>
+  }
+}
+
+// -----
+
+exec.program @all_reduce_bucket_size {
+  %c = exec.communicator "world" world_size = 2 : !exec.communicator
+  %g = exec.alloc : !exec.buffer<2x3xf32, tmp>
+  %b = exec.alloc : !exec.buffer<5xf32, tmp>
+  exec.graph {
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.all_reduce: the bucket holds 5 elements, the tensors 6
+    exec.all_reduce "mean" %c tensors(%g) bucket(%b) : (!exec.buffer<2x3xf32, tmp>) -> !exec.buffer<5xf32, tmp>
+  }
 }

@@ -81,3 +81,29 @@ exec.program @empty_graph {
   }
   exec.output "y" %x : !exec.buffer<4xf32, input>
 }
+
+// Collectives: a communicator (a program resource) and a bucketed all-reduce.
+// CHECK-LABEL: exec.program @data_parallel
+// CHECK-NEXT: %world = exec.communicator "world" world_size = 2 : !exec.communicator
+// GENERIC: %world = "exec.communicator"() <{comm_name = "world", world_size = 2 : i64}> : () -> !exec.communicator
+// CHECK-NEXT: %dw = exec.alloc : !exec.buffer<4x3xf32, tmp>
+// CHECK-NEXT: %db = exec.alloc : !exec.buffer<4xf32, tmp>
+// CHECK-NEXT: %b = exec.alloc : !exec.buffer<16xf32, tmp>
+// CHECK-NEXT: %b2 = exec.alloc : !exec.buffer<4xf32, tmp>
+// CHECK-NEXT: exec.graph {
+// CHECK-NEXT: exec.launch "numpy.noop"() outs(%dw, %db)
+// CHECK-NEXT: exec.all_reduce "mean" %world tensors(%dw, %db) bucket(%b) : (!exec.buffer<4x3xf32, tmp>, !exec.buffer<4xf32, tmp>) -> !exec.buffer<16xf32, tmp>
+// GENERIC: "exec.all_reduce"(%world, %dw, %db, %b) <{reduce = "mean"}>
+// CHECK-NEXT: exec.all_reduce "sum" %world tensors(%db) bucket(%b2) : (!exec.buffer<4xf32, tmp>) -> !exec.buffer<4xf32, tmp>
+exec.program @data_parallel {
+  %world = exec.communicator "world" world_size = 2 : !exec.communicator
+  %dw = exec.alloc : !exec.buffer<4x3xf32, tmp>
+  %db = exec.alloc : !exec.buffer<4xf32, tmp>
+  %b = exec.alloc : !exec.buffer<16xf32, tmp>
+  %b2 = exec.alloc : !exec.buffer<4xf32, tmp>
+  exec.graph {
+    exec.launch "numpy.noop"() outs(%dw, %db) : () -> (!exec.buffer<4x3xf32, tmp>, !exec.buffer<4xf32, tmp>)
+    exec.all_reduce "mean" %world tensors(%dw, %db) bucket(%b) : (!exec.buffer<4x3xf32, tmp>, !exec.buffer<4xf32, tmp>) -> !exec.buffer<16xf32, tmp>
+    exec.all_reduce "sum" %world tensors(%db) bucket(%b2) : (!exec.buffer<4xf32, tmp>) -> !exec.buffer<4xf32, tmp>
+  }
+}

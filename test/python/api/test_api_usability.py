@@ -75,7 +75,15 @@ def test_load_state_dict_non_strict_returns_missing_and_unexpected_keys():
     result = prog.load_state_dict({"0.weights": w, "2.bias": np.ones(3, np.float32)}, strict=False)
     assert isinstance(result, aicfc.IncompatibleKeys)
     assert result.unexpected_keys == ["0.weights"]
-    assert result.missing_keys == ["0.weight", "0.bias", "2.weight"]
+    # the hyperparameter states are missing too (they keep their values)
+    assert result.missing_keys == [
+        "0.weight",
+        "0.bias",
+        "2.weight",
+        "optim.0.lr",
+        "optim.0.momentum",
+        "optim.0.weight_decay",
+    ]
     after = prog.state_dict()
     assert np.array_equal(after["2.bias"], np.ones(3, np.float32))
     assert np.array_equal(after["0.weight"], before["0.weight"])  # a missing key is untouched

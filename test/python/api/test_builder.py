@@ -39,7 +39,14 @@ def test_train_step_signature_and_results():
         ("state", "0.weight.exp_avg_sq"),
         ("state", "0.weight.step"),
     ]
-    assert len(args) == 2 + 4 * 4
+    assert len(args) == 2 + 4 * 4 + 5
+    assert args[-5:] == [  # the hyperparameters of the one param group, read by every update
+        ("state", "optim.0.lr"),
+        ("state", "optim.0.beta1"),
+        ("state", "optim.0.beta2"),
+        ("state", "optim.0.eps"),
+        ("state", "optim.0.weight_decay"),
+    ]
     assert result_names(fn) == ["loss"] + [n for _, n in args[2:]]
     assert str(fn.body.block.args[1].type) == "tensor<4xi32>"
 
@@ -55,6 +62,7 @@ def test_train_step_ops_in_order():
         graph.BiasAddOp,
         graph.MseLossOp,
         autodiff.BackwardOp,
+        graph.ConstantOp,  # the gradient scale and apply flag (1: no clipping, every step)
         *[autodiff.SgdStepOp] * 4,
         func.ReturnOp,
     ]
@@ -68,8 +76,8 @@ def test_dropout_adds_rng_offset_state_and_is_absent_from_predict():
     aicfc.manual_seed(0)
     model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Dropout(0.2), nn.Linear(8, 3))
     step = build_train_step(model, "cross_entropy", optim.Adam(), (4, 6))
-    assert signature(step)[-1] == ("state", "rng.offset")
-    assert result_names(step)[-1] == "rng.offset"
+    assert signature(step)[-6] == ("state", "rng.offset")  # then the hyperparameters
+    assert result_names(step)[-6] == "rng.offset"
     assert any(isinstance(op, graph.DropoutOp) for op in step.body.block.ops)
     pred = build_predict(model, (4, 6))
     assert not any(isinstance(op, graph.DropoutOp) for op in pred.body.block.ops)
@@ -87,7 +95,7 @@ def test_predict_runs_in_the_interpreter():
 
 def test_module_text_round_trips():
     text = aicfc.print(build_module(mlp(), "cross_entropy", optim.Adam(lr=3e-4), 4))
-    assert "lr = 3.000000e-04" in text
+    assert 'aicfc.name = "optim.0.lr", aicfc.init = dense<3.000000e-04> : tensor<f64>' in text
     assert aicfc.print(aicfc.parse(text)) == text
 
 

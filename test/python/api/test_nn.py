@@ -135,10 +135,15 @@ def test_optimizer_defaults_are_torchs_and_written_once_on_the_op_classes():
     s = torch.optim.SGD([torch.zeros(1)]).defaults
     sgd = autodiff.SgdStepOp.DEFAULTS
     assert (sgd["momentum"], sgd["weight_decay"]) == (s["momentum"], s["weight_decay"])
-    # the NumPy reference's keyword defaults are the op classes' too
-    for fn, defaults in ((reference.adam_step, adam), (reference.sgd_step, sgd)):
+    # every hyperparameter is an operand of the reference (read from device state), and
+    # the initial values of those states are the op classes' defaults
+    for fn, op in (
+        (reference.adam_step, autodiff.AdamStepOp),
+        (reference.sgd_step, autodiff.SgdStepOp),
+    ):
         params = inspect.signature(fn).parameters
-        assert {k: params[k].default for k in defaults} == dict(defaults)
+        assert all(params[k].kind == params[k].POSITIONAL_OR_KEYWORD for k in op.HYPERPARAMETERS)
+    assert optim.Adam().to_state(optim.Adam().defaults()) == {"lr": t["lr"], **adam}
     assert (optim.SGD().momentum, optim.SGD().weight_decay) == (0.0, 0.0)
 
 

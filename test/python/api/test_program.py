@@ -71,11 +71,21 @@ def test_step_returns_the_loss_before_the_update(prog):
 def test_state_dict_names_follow_torch_and_adam(prog):
     names = list(prog.state_dict())
     assert names[:4] == ["0.weight", "0.weight.exp_avg", "0.weight.exp_avg_sq", "0.weight.step"]
-    assert len(names) == 16
+    assert len(names) == 16 + 5
+    assert names[16:] == [f"optim.0.{h}" for h in ("lr", "beta1", "beta2", "eps", "weight_decay")]
     sgd = aicfc.compile(make_model(), optimizer=optim.SGD(lr=0.1, momentum=0.9), backend="numpy")
     assert list(sgd.state_dict())[:2] == ["0.weight", "0.weight.momentum_buffer"]
     plain = aicfc.compile(make_model(), optimizer=optim.SGD(lr=0.1), backend="numpy")
-    assert list(plain.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    assert list(plain.state_dict()) == [
+        "0.weight",
+        "0.bias",
+        "2.weight",
+        "2.bias",
+        "optim.0.lr",
+        "optim.0.momentum",
+        "optim.0.weight_decay",
+    ]
+    assert float(plain.state_dict()["optim.0.lr"]) == 0.1
 
 
 def test_state_dict_round_trip_continues_the_same_trajectory(prog):
@@ -281,16 +291,19 @@ def test_dropout_step_advances_rng_offset_and_predict_ignores_dropout():
     x, y = batch(8)
     params = {k.replace("3.", "2."): v for k, v in p.parameters().items()}
     assert rel_err(p.predict(x), forward(params, x)) < 1e-5  # eval mode: dropout is the identity
+    start = int(p.state_dict()["rng.offset"])
+    assert start == nn.dropout_offset(model) and start >> 32 == model[2].stream
     p.step(x, y)
     p.step(x, y)
-    assert int(p.state_dict()["rng.offset"]) == 2
+    assert int(p.state_dict()["rng.offset"]) == start + 2
     assert "graph.dropout" in p.mlir("graph") and "graph.dropout" not in p.mlir(
         "graph", function="predict", batch_size=8
     )
 
 
 def test_dropout_step_loss_uses_the_philox_mask_at_the_current_offset():
-    """Step k's loss is the cross-entropy with the mask of (layer seed, rng.offset = k)."""
+    """Step k's loss is the cross-entropy with the mask of (the layer's key, the initial
+    rng.offset + k); the key of a layer without a seed is a hash of its name ("2")."""
     from aicfc.runtime.reference import dropout_keep
 
     aicfc.manual_seed(0)
@@ -301,8 +314,9 @@ def test_dropout_step_loss_uses_the_philox_mask_at_the_current_offset():
     w = {k: v.astype(np.float64) for k, v in p.parameters().items()}
     h = np.maximum(x @ w["0.weight"].T + w["0.bias"], 0.0)
     losses = []
-    for offset in (0, 1):
-        keep = dropout_keep(h.size, offset, 0.25, drop.seed).reshape(h.shape)
+    start = nn.dropout_offset(model)
+    for offset in (start, start + 1):
+        keep = dropout_keep(h.size, offset, 0.25, nn.dropout_key("2")).reshape(h.shape)
         z = (h * keep / 0.75) @ w["3.weight"].T + w["3.bias"]
         z = z - z.max(axis=1, keepdims=True)
         losses.append(float(np.mean(np.log(np.exp(z).sum(axis=1)) - z[np.arange(8), y])))

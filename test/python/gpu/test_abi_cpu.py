@@ -83,12 +83,12 @@ def test_bad_scalars_are_errors_naming_kernel_and_parameter(ctype, value, messag
 
 
 def test_pack_scalars_follows_the_abi_order_and_names_a_missing_one():
-    spec = registry.get("cuda.sgd_step_f32")
-    values = {"n": 5, "nesterov": 0, "weight_decay": 0.0, "momentum": 0.9, "lr": 0.1}
+    spec = registry.get("cuda.clip_grad_norm_f32")
+    values = {"max_norm": 1.0, "chunk": 1024, "nchunks": 3, "ntensors": 2, "meta": 1 << 40}
     packed = pack_scalars(spec, values)
-    assert [type(v) for v in packed] == [np.float64] * 3 + [np.int32, np.int64]
-    del values["lr"]
-    with pytest.raises(CudaKernelError, match="its ABI lists scalar 'lr'"):
+    assert [type(v) for v in packed] == [np.uint64] + [np.int32] * 3 + [np.float64]
+    del values["max_norm"]
+    with pytest.raises(CudaKernelError, match="its ABI lists scalar 'max_norm'"):
         pack_scalars(spec, values)
 
 
@@ -139,6 +139,18 @@ def i(*shape: int, dtype: Any = np.int32) -> FakeArray:
     return FakeArray(shape, np.dtype(dtype))
 
 
+def d() -> FakeArray:
+    """A hyperparameter: a float64 scalar (the train step's state)."""
+    return FakeArray((), np.dtype(np.float64))
+
+
+HYPER_ADAM = [d(), d(), d(), d(), d(), f(), f()]
+"""lr, beta1, beta2, eps, weight_decay, grad_scale, apply."""
+HYPER_SGD = [d(), d(), d(), f(), f()]
+"""lr, momentum, weight_decay, grad_scale, apply."""
+SCHEDULE = {"kinds": "linear,cosine", "milestones": (5,), "coefficients": (0.1, 1.0, 5.0, 0.0) * 2}
+
+
 # op -> (inputs, outputs, params) of a representative launch
 CASES: dict[str, tuple[list[Any], list[Any], dict[str, Any]]] = {
     "graph.matmul": ([f(8, 4), f(4, 6)], [f(8, 6)], {}),
@@ -159,8 +171,16 @@ CASES: dict[str, tuple[list[Any], list[Any], dict[str, Any]]] = {
     "graph.broadcast_to": ([f(3, 1)], [f(2, 3, 4)], {"shape": (2, 3, 4)}),
     "graph.dropout": ([f(8, 6), i(dtype=np.int64)], [f(8, 6)], {"p": 0.1, "seed": 3}),
     "autodiff.dropout_grad": ([f(8, 6), i(dtype=np.int64)], [f(8, 6)], {"p": 0.1, "seed": 3}),
-    "autodiff.sgd_step": ([f(6), f(6), f(6)], [f(6), f(6)], {"lr": 0.1, "momentum": 0.9}),
-    "autodiff.adam_step": ([f(6), f(6), f(6), f(6), f()], [f(6), f(6), f(6), f()], {"lr": 0.1}),
+    "autodiff.sgd_step": ([f(6), f(6), *HYPER_SGD, f(6)], [f(6), f(6)], {"nesterov": True}),
+    "autodiff.adam_step": ([f(6), f(6), f(6), f(6), f(), *HYPER_ADAM], [f(6), f(6), f(6), f()], {}),
+    "autodiff.lr_schedule": (
+        [i(dtype=np.int64), f(), d(), d()],
+        [i(dtype=np.int64), d(), d()],
+        SCHEDULE,
+    ),
+    "autodiff.clip_grad_norm": ([f(8, 6), f(6), f(3000)], [f(), f()], {"max_norm": 1.0}),
+    "autodiff.accumulation_step": ([i(dtype=np.int64)], [i(dtype=np.int64), f()], {"every": 4}),
+    "autodiff.accumulate_grad": ([f(8, 6), f(8, 6), f()], [f(8, 6), f(8, 6)], {"every": 4}),
     "graph.layer_norm": ([f(2, 5, 48), f(48), f(48)], [f(2, 5, 48), f(2, 5), f(2, 5)], {}),
     "graph.add_layer_norm": (
         [f(2, 5, 48), f(2, 5, 48), f(48), f(48)],
@@ -342,6 +362,57 @@ def test_cublaslt_entries_fuse_the_epilogue_or_keep_z_then_run_our_activation():
         launches_for(spec, [x, w, b], [y], {"act": "gelu"}, CublasLtCtx())
 
 
+@pytest.mark.parametrize("prec", ["f32", "tf32"])
+@pytest.mark.parametrize("act", ["gelu", "silu"])
+def test_split_cublaslt_entries_run_the_product_and_bias_then_our_activation(act, prec):
+    """A split entry: cuBLASLt's product + bias (no activation) into Z, then our act kernel
+    from Z to Y; without Z, into Y and the activation in place on Y."""
+    spec = registry.get(f"cuda.gemm_epilogue_cublaslt_then_act_{prec}")
+    x, w, b, y, z = f(2, 8, 4), f(6, 4), f(6), f(2, 8, 6), f(2, 8, 6)
+    params = {"act": act, "transpose_b": True}
+    ctx = CublasLtCtx()
+    first, then = launches_for(spec, [x, w, b], [y, z], params, ctx)
+    assert first.name == spec.name and ctx.lt.plans == [(spec.name, z, "none", prec == "tf32")]
+    assert isinstance(then, cuda_abi.KernelLaunch) and then.name == f"cuda.{act}_f32"
+    assert then.args[:3] == (z, y, np.int64(2 * 8 * 6))
+    ctx = CublasLtCtx()
+    _, in_place = launches_for(spec, [x, w, b], [y], params, ctx)
+    assert ctx.lt.plans == [(spec.name, y, "none", prec == "tf32")]
+    assert isinstance(in_place, cuda_abi.KernelLaunch) and in_place.args[:2] == (y, y)
+    with pytest.raises(CudaKernelError, match="act none is one cuBLASLt launch"):
+        launches_for(spec, [x, w, b], [y, z], {"transpose_b": True}, CublasLtCtx())
+    with pytest.raises(CudaKernelError, match=r"Z is float32\[2, 8, 5\], 80 elements"):
+        launches_for(spec, [x, w, b], [y, f(2, 8, 5)], params, CublasLtCtx())
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "chunks", "rows"),
+    [(16384, 1536, 11, 1504), (2048, 512, 16, 128), (37, 45, 1, 64), (600, 45, 4, 160)],
+    ids=["nanogpt_mlp", "gpt_tiny_mlp", "short", "ragged"],
+)
+def test_epilogue_grad_splits_its_rows_over_the_device(m, n, chunks, rows):
+    """Chunks for ~4 blocks of 32 x 32 per SM over the N / 32 column tiles, at least 128
+    rows each (worked by hand: nanoGPT's MLP has 48 tiles, 528 / 48 = 11 chunks of 1,490
+    rows, 1,504 rounded to 32); one chunk writes dbias itself, more add a second launch."""
+    spec = registry.get("cuda.epilogue_grad_f32")
+    dbias = f(n)
+    launches = launches_for(spec, [f(m, n), f(m, n)], [f(m, n), dbias], {"act": "gelu"}, FakeCtx())
+    first = launches[0]
+    assert isinstance(first, cuda_abi.KernelLaunch)
+    assert first.grid == (-(-n // 32), chunks) and first.block == (32, 32)
+    assert first.args[4:] == (np.int32(m), np.int32(n), np.int32(2), np.int32(rows))
+    assert (chunks - 1) * rows < m <= chunks * rows
+    if chunks == 1:
+        assert len(launches) == 1 and first.args[3] is dbias
+        return
+    _, second = launches
+    partial = first.args[3]
+    assert partial is not dbias and partial.shape == (4 * chunks * n,)
+    assert isinstance(second, cuda_abi.KernelLaunch) and second.name == "cuda.sum_partials_f32"
+    assert second.args == (partial, dbias, np.int32(chunks), np.int32(n))
+    assert second.grid == (-(-n // 256),) and second.block == (256,)
+
+
 def test_gemm_scalars_and_grid():
     spec = registry.get("cuda.gemm_epilogue_f32_s64_nt")
     la = launches_for(
@@ -446,17 +517,48 @@ BAD_BUFFERS: dict[str, tuple[list[Any], list[Any], dict[str, Any], str]] = {
         "x is float32",
     ),
     "cuda.sgd_step_f32": (
-        [f(6), f(6), f(6)],
+        [f(6), f(6), *HYPER_SGD, f(6)],
         [f(6)],
-        {"lr": 0.1, "momentum": 0.9},
+        {},
         "a momentum buffer needs both its value and its next value",
+    ),
+    "cuda.sgd_step_f32 ": (
+        [f(6), f(6), f(), d(), d(), f(), f()],
+        [f(6)],
+        {},
+        r"lr must be a float64 scalar, got float32\[\]",
+    ),
+    "cuda.lr_schedule": (
+        [i(dtype=np.int64), f(), d()],
+        [i(dtype=np.int64), d(), d()],
+        SCHEDULE,
+        "one lr result per initial_lr",
+    ),
+    "cuda.clip_grad_norm_f32": (
+        [f(8, 6), FakeArray((6,), np.dtype(np.float64))],
+        [f(), f()],
+        {"max_norm": 1.0},
+        r"gradient #1 must be float32, got float64\[6\]",
+    ),
+    "cuda.accumulation_step": (
+        [i(dtype=np.int64)],
+        [i(dtype=np.int64), f()],
+        {"every": 0},
+        "every = 0 is below 1",
+    ),
+    "cuda.accumulate_grad_f32": (
+        [f(8, 6), f(8, 5), f()],
+        [f(8, 6), f(8, 6)],
+        {"every": 2},
+        "operand #1 is float32",
     ),
 }
 
 
-@pytest.mark.parametrize("kernel", list(BAD_BUFFERS))
-def test_buffers_that_do_not_fit_the_kernel_are_refused_naming_it(kernel):
-    ins, outs, params, message = BAD_BUFFERS[kernel]
+@pytest.mark.parametrize("case_name", list(BAD_BUFFERS))
+def test_buffers_that_do_not_fit_the_kernel_are_refused_naming_it(case_name):
+    kernel = case_name.strip()  # a trailing space: a second case of the kernel
+    ins, outs, params, message = BAD_BUFFERS[case_name]
     with pytest.raises(CudaKernelError, match=re.escape(f'kernel "{kernel}": ') + message):
         launches_for(registry.get(kernel), ins, outs, params, FakeCtx())
 
@@ -470,8 +572,8 @@ def test_a_buffer_count_the_kernel_does_not_take_is_refused_naming_it():
     ):
         launches_for(spec, [f(8, 10), i(8)], [f(8, 10)], {}, FakeCtx())
     adam = registry.get("cuda.adam_step_multi_tensor_f32")
-    with pytest.raises(CudaKernelError, match="takes param, grad, exp_avg, exp_avg_sq and step"):
-        launch_adam_group(adam, [([f(6), f(6)], [f(6)])], {"lr": 0.1}, FakeCtx())
+    with pytest.raises(CudaKernelError, match="takes param, grad, exp_avg, exp_avg_sq, step, lr"):
+        launch_adam_group(adam, [([f(6), f(6)], [f(6)])], {}, FakeCtx())
 
 
 def test_linear_on_rank_3_inputs_folds_the_leading_dims_into_one_product():
@@ -540,26 +642,27 @@ def test_reduce_view():
 def test_adam_steps_with_equal_params_group_into_one_launch():
     adam = registry.get("cuda.adam_step_multi_tensor_f32")
     relu = registry.get("cuda.relu_f32")
-    p1, p2 = {"lr": 0.1}, {"lr": 0.2}
+    p1, p2 = {}, {"decoupled_weight_decay": True}
     groups = group_steps([relu, adam, adam, None, adam, adam, adam], [{}, p1, p1, {}, p1, p1, p2])
     assert [g.indices for g in groups] == [(0,), (1, 2), (3,), (4, 5), (6,)]
     ctx = FakeCtx()
     group = [
-        ([f(3000), f(3000), f(3000), f(3000), f()], [f(3000), f(3000), f(3000), f()]),
-        ([f(5), f(5), f(5), f(5), f()], [f(5), f(5), f(5), f()]),
+        ([f(3000), f(3000), f(3000), f(3000), f(), *HYPER_ADAM], [f(3000), f(3000), f(3000), f()]),
+        ([f(5), f(5), f(5), f(5), f(), *HYPER_ADAM], [f(5), f(5), f(5), f()]),
     ]
     (la,) = launch_adam_group(adam, group, p1, ctx)
     assert isinstance(la, cuda_abi.KernelLaunch)
     chunk = int(la.args[4])
     assert la.grid == (-(-3000 // chunk) + 1,)
-    table = ctx.last_table
-    assert table.size == 2 * 10 + 2 * la.grid[0] and table[9] == 3000 and table[19] == 5
+    table = ctx.last_table  # per tensor: 12 inputs, 4 outputs, its size
+    assert table.size == 2 * 17 + 2 * la.grid[0] and table[16] == 3000 and table[33] == 5
 
 
-def test_nanogpts_weight_decay_groups_lower_to_two_multi_tensor_adam_launches():
+def test_nanogpts_weight_decay_groups_share_one_multi_tensor_adam_launch():
     """AdamW(weight_decay_min_rank=2) on a GPT: the train step's updates are emitted group by
-    group, so the plan's Adam steps form two runs of equal params (matrices and tables
-    decayed by 0.1, then every bias and layer-norm weight with weight_decay 0)."""
+    group (matrices and tables, then every bias and layer-norm weight), and the plan's
+    Adam steps stay one multi-tensor run: each tensor's row reads its own group's
+    weight_decay state (optim.0.weight_decay = 0.1, optim.1.weight_decay = 0)."""
     from aicfc import optim
     from aicfc.models.gpt import GPT, GPTConfig
     from aicfc.runtime.plan import LaunchStep
@@ -572,10 +675,15 @@ def test_nanogpts_weight_decay_groups_lower_to_two_multi_tensor_adam_launches():
     params = [s.params if isinstance(s, LaunchStep) else {} for s in steps]
     adam = registry.get("cuda.adam_step_multi_tensor_f32")
     groups = [g for g in group_steps(specs, params) if specs[g.indices[0]] is adam]
-    decays = [float(params[g.indices[0]]["weight_decay"]) for g in groups]
-    sizes = [len(g.indices) for g in groups]
+    assert len(groups) == 1, "one launch over both param groups"
+    decay_buffers = []
+    for k in groups[0].indices:
+        step = steps[k]
+        assert isinstance(step, LaunchStep)
+        decay_buffers.append(plan.buffers[step.inputs[9]].name)  # operand 9: weight_decay
     # 2 tables + 4 matrices per layer; 2 x 2 layer norms + 4 biases per layer, and ln_f's 2
-    assert (decays, sizes) == ([0.1, 0.0], [2 + 4 * 2, 8 * 2 + 2])
+    expected = ["optim.0.weight_decay"] * (2 + 4 * 2) + ["optim.1.weight_decay"] * (8 * 2 + 2)
+    assert decay_buffers == expected
 
 
 def test_fused_loss_sums_the_bias_gradient_itself_only_while_that_is_cheap():
@@ -586,7 +694,8 @@ def test_fused_loss_sums_the_bias_gradient_itself_only_while_that_is_cheap():
     large = launches_for(
         spec, [f(1024, 1024), i(1024), f()], [f(), f(1024, 1024), f(1024)], {}, FakeCtx()
     )
-    assert [la.name for la in large] == [spec.name, "cuda.reduce_sum_f32"]
+    # 1024 rows of 1024 columns: 32 column tiles, 8 row chunks, then their sum
+    assert [la.name for la in large] == [spec.name, "cuda.reduce_sum_f32", "cuda.sum_partials_f32"]
     assert large[0].args[5] == np.uint64(0)  # no dbias in the first launch
 
 
@@ -729,7 +838,7 @@ def test_silu_binds_its_code_in_our_gemms_and_cublaslt_refuses_it():
         {"act": "silu"},
         FakeCtx(),
     )
-    assert isinstance(eg, cuda_abi.KernelLaunch) and eg.args[-1] == np.int32(4)
+    assert isinstance(eg, cuda_abi.KernelLaunch) and eg.args[-2] == np.int32(4)  # act, rows
     lt = registry.get("cuda.gemm_epilogue_cublaslt_f32")
     assert "silu" not in (lt.constraints.activations or ())
     with pytest.raises(CudaKernelError, match="cuBLASLt runs act none or relu, not silu"):

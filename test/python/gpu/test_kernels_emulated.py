@@ -232,6 +232,54 @@ def test_epilogue_grad_silu():
     assert rel_err(dz.array, ref_dz) < TOL and rel_err(db.array, ref_db) < TOL
 
 
+@pytest.mark.parametrize(
+    ("m", "n", "act"),
+    [(600, 45, "gelu"), (300, 70, "relu"), (1, 33, "silu")],
+    ids=["four_chunks_ragged", "two_chunks", "one_row"],
+)
+def test_epilogue_grad_over_row_chunks(m, n, act):
+    """The two stages at ragged shapes: 600 rows in 4 chunks of 160 (the last 120), N = 45
+    (a partial column tile), 300 rows in 2 chunks; one row in one chunk. Replayed twice:
+    the sums are fixed-order, so the second run is bit-identical."""
+    rng = np.random.default_rng(m + n)
+    dy = rng.standard_normal((m, n)).astype(np.float32)
+    saved = (rng.standard_normal((m, n)) * 2).astype(np.float32)
+    if act == "relu":
+        saved = np.maximum(saved, 0.0)  # relu saves its output Y >= 0
+    dz = EmuArray(np.full((m, n), np.nan, np.float32))
+    db = EmuArray(np.full(n, np.nan, np.float32))
+    ctx = EmuContext()
+    launches = run("cuda.epilogue_grad_f32", [EmuArray(dy), EmuArray(saved)], [dz, db],
+                   {"act": act}, ctx)  # fmt: skip
+    assert len(launches) == (1 if m < 256 else 2)
+    first = db.array.copy()
+    for la in launches:
+        la(NullStream())
+    assert np.array_equal(db.array, first)
+    ref_dz, ref_db = reference.epilogue_grad(
+        dy.astype(np.float64), saved.astype(np.float64), act=act
+    )
+    assert rel_err(dz.array, ref_dz) < TOL and rel_err(db.array, ref_db) < TOL
+
+
+@pytest.mark.parametrize(
+    ("shape", "axes", "launches"),
+    [((600, 45), (0,), 2), ((3, 300, 40), (1,), 2), ((5, 70), (1,), 1), ((37, 53), (0,), 1)],
+    ids=["four_chunks", "outer_3_two_chunks", "rows", "one_chunk"],
+)
+def test_reduce_sum_over_row_chunks(shape, axes, launches):
+    """reduce_sum's column reduction split over row chunks (600 rows: 4 chunks, N = 45 a
+    partial column tile; [3, 300, 40] over axis 1: 2 chunks for each of 3 outer rows), the
+    row reduction (inner 1) and a short one in one launch, against the float64 reference."""
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    (ref,) = reference.reduce_sum(x.astype(np.float64), axes=axes)
+    out = EmuArray(np.full(ref.shape, np.nan, np.float32))
+    got = run("cuda.reduce_sum_f32", [EmuArray(x)], [out], {"axes": axes})
+    assert len(got) == launches
+    assert rel_err(out.array, ref) < TOL
+
+
 # --- batched products (torch.matmul's batched form) -------------------------------------
 
 

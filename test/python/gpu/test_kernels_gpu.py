@@ -242,6 +242,39 @@ def test_gemm_epilogue_silu_in_our_kernels(family, pair):
     assert rel_err(z, ref_z) < tol and rel_err(y, ref_y) < tol
 
 
+@pytest.mark.parametrize("keep_z", [True, False], ids=["with_z", "in_place"])
+@pytest.mark.parametrize("act", ["gelu", "silu"])
+@pytest.mark.parametrize("prec", ["f32", "tf32"])
+@pytest.mark.parametrize(
+    ("a_shape", "n", "pair"),
+    [((8, 256, 384), 1536, "nt"), ((67, 131), 48, "nn"), ((67, 131), 48, "tt")],
+    ids=["gpt_mlp", "ragged_nn", "ragged_tt"],
+)
+def test_split_cublaslt_entry_against_numpy(a_shape, n, pair, prec, act, keep_z):
+    """cuBLASLt's product + bias, then our exact GELU / SiLU kernel: Y and Z (or Y alone, the
+    activation in place) against the float64 reference. gpt_mlp is nanogpt-char's c_fc on a
+    batch of 8 ([8, 256, 384] x [1536, 384]^T, A of rank 3 folded into M = 2048)."""
+    k = a_shape[-1]
+    rng = np.random.default_rng(len(a_shape) * 1000 + n + k + 7 * len(act))
+    ta, tb = PAIRS[pair]
+    m = int(np.prod(a_shape[:-1]))
+    a, b, bias = randn(rng, m, k), randn(rng, k, n), randn(rng, n)
+    a_in = a.reshape(a_shape) if len(a_shape) > 2 else stored(a, ta)
+    outs = [((*a_shape[:-1], n), np.float32)] * (2 if keep_z else 1)
+    got = launch(
+        f"cuda.gemm_epilogue_cublaslt_then_act_{prec}",
+        [a_in, stored(b, tb), bias],
+        outs,
+        {"act": act, "transpose_a": ta, "transpose_b": tb},
+        repeat=2,  # in place: a second run recomputes Z into Y before the activation
+    )
+    ref_y, ref_z = reference.gemm_epilogue(a.astype(F64), b.astype(F64), bias.astype(F64), act=act)
+    tol = TF32_TOL if prec == "tf32" else F32_TOL
+    assert rel_err(got[0].reshape(m, n), ref_y) < tol
+    if keep_z:
+        assert rel_err(got[1].reshape(m, n), ref_z) < tol
+
+
 # --- backward epilogue, reductions, losses ---------------------------------
 
 
@@ -259,6 +292,26 @@ def test_epilogue_grad(act):
     assert rel_err(dz, ref_dz) < F32_TOL and rel_err(db, ref_db) < F32_TOL
 
 
+@pytest.mark.parametrize("act", ["gelu", "relu"])
+@pytest.mark.parametrize(
+    ("m", "n"), [(16384, 1536), (2048, 512), (1000, 45)], ids=["nanogpt", "gpt_tiny", "ragged"]
+)
+def test_epilogue_grad_at_gpt_sizes(m, n, act):
+    """dZ and dbias of a GPT's MLP (nanogpt-char's [16384, 1536]: 11 row chunks, then the
+    chunk sums; gpt-tiny's [2048, 512]: 16) and a ragged case, against the float64
+    reference; two runs of the same launches agree bit for bit (fixed-order sums)."""
+    rng = np.random.default_rng(m + n)
+    dy, saved = randn(rng, m, n), randn(rng, m, n, scale=2.0)
+    if act == "relu":
+        saved = np.maximum(saved, 0.0)
+    outs = [((m, n), np.float32), ((n,), np.float32)]
+    dz, db = launch("cuda.epilogue_grad_f32", [dy, saved], outs, {"act": act})
+    again = launch("cuda.epilogue_grad_f32", [dy, saved], outs, {"act": act}, repeat=2)
+    ref_dz, ref_db = reference.epilogue_grad(dy.astype(F64), saved.astype(F64), act=act)
+    assert rel_err(dz, ref_dz) < F32_TOL and rel_err(db, ref_db) < F32_TOL
+    assert np.array_equal(db, again[1]) and np.array_equal(dz, again[0])
+
+
 @pytest.mark.parametrize(
     ("shape", "axes", "keepdims"),
     [
@@ -268,6 +321,9 @@ def test_epilogue_grad(act):
         ((4, 5, 6), (1,), True),
         ((4, 5, 6), (1, 2), False),
         ((3000,), (0,), False),
+        ((16384, 384), (0,), False),  # nanogpt-char's bias gradients: 43 row chunks
+        ((64, 256, 1152), (0, 1), False),  # c_attn's, over [B, T]
+        ((6, 2048, 100), (1,), True),  # chunks of each of 6 outer rows
     ],
 )
 def test_reduce_sum(shape, axes, keepdims):
@@ -458,75 +514,164 @@ def test_dropout_is_bit_identical_to_the_reference_philox(kernel):
     assert ((other != 0) != keep).any(), "a new offset must draw a new mask"
 
 
-# --- optimizers ----------------------------------------------------------------
+# --- optimizers and the training loop's bookkeeping ----------------------------------
+
+HP_NAMES = ("lr", "beta1", "beta2", "eps", "weight_decay")
 
 
-def adam_ref(p, g, m, v, s, **hp):
-    return reference.adam_step(p, g, m, v, s, **hp)
+def adam_args(rng, n, step, hp, scale, apply):
+    """Host arrays of one adam_step launch: param, grad, m, v, step, the f64 hyperparameters
+    (torch's defaults where `hp` has none), grad_scale and apply."""
+    full = {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0, **hp}
+    p, g, m = randn(rng, n), randn(rng, n), randn(rng, n, scale=0.1)
+    v = np.abs(randn(rng, n, scale=0.01))
+    hyper = [np.asarray(full[k], np.float64) for k in HP_NAMES]
+    st = np.asarray(step, np.float32)
+    return [p, g, m, v, st, *hyper, np.asarray(scale, np.float32), np.asarray(apply, np.float32)]
 
 
 @pytest.mark.parametrize(
-    "hp",
+    ("hp", "decoupled"),
     [
-        {"lr": 1e-3},
-        {"lr": 3e-3, "weight_decay": 0.01},
-        {"lr": 2e-3, "weight_decay": 0.1, "decoupled_weight_decay": True, "beta1": 0.8},
+        ({"lr": 1e-3}, False),
+        ({"lr": 3e-3, "weight_decay": 0.01}, False),
+        ({"lr": 2e-3, "weight_decay": 0.1, "beta1": 0.8}, True),
     ],
 )
 @pytest.mark.parametrize("in_place", [True, False])
-def test_multi_tensor_adam_updates_every_tensor_in_one_launch(hp, in_place):
+@pytest.mark.parametrize("apply", [1.0, 0.0])
+def test_multi_tensor_adam_updates_every_tensor_in_one_launch(hp, decoupled, in_place, apply):
+    """Each tensor's own hyperparameter buffers, gradient scale and apply flag, read from
+    device memory; apply = 0 leaves everything bit-identical."""
     import cupy
 
     rng = np.random.default_rng(15)
-    sizes, steps = [5000, 37, 1024 * 9 + 3], [0.0, 5.0, 41.0]
+    sizes, steps, scales = [5000, 37, 1024 * 9 + 3], [0.0, 5.0, 41.0], [0.5, 1.0, 0.25]
     group, host = [], []
-    for n, s in zip(sizes, steps, strict=True):
-        p, g, m = randn(rng, n), randn(rng, n), randn(rng, n, scale=0.1)
-        v = np.abs(randn(rng, n, scale=0.01))
-        st = np.asarray(s, dtype=np.float32)
-        ins = [cupy.asarray(a) for a in (p, g, m, v, st)]
+    for n, s, c in zip(sizes, steps, scales, strict=True):
+        args = adam_args(rng, n, s, hp, c, apply)
+        ins = [cupy.asarray(a) for a in args]
         if in_place:
             outs = [ins[0], ins[2], ins[3], ins[4]]
         else:
-            outs = [cupy.full(a.shape, np.nan, np.float32) for a in (p, m, v, st)]
+            outs = [cupy.full(a.shape, np.nan, np.float32) for a in (args[0], *args[2:5])]
         group.append((ins, outs))
-        host.append((p, g, m, v, st))
+        host.append(args)
     spec = registry.get("cuda.adam_step_multi_tensor_f32")
-    (la,) = launch_adam_group(spec, group, hp, ctx())
+    params = {"decoupled_weight_decay": True} if decoupled else {}
+    (la,) = launch_adam_group(spec, group, params, ctx())
     stream = cupy.cuda.Stream(non_blocking=True)
     cupy.cuda.runtime.deviceSynchronize()
     la(stream)
     stream.synchronize()
     for (_, outs), args in zip(group, host, strict=True):
-        ref = adam_ref(*args, **hp)
+        ref = reference.adam_step(*args, decoupled_weight_decay=decoupled)
         for got, want in zip(outs, ref, strict=True):
             assert rel_err(cupy.asnumpy(got), want) < 1e-6
-    # The ticket counter was reset: a second launch advances every step again.
+        if apply == 0.0:
+            for got, before in zip(outs, [args[0], *args[2:5]], strict=True):
+                assert cupy.asnumpy(got).tobytes() == before.tobytes()
+    # A new learning rate written into its buffer is read by the same bound launch.
+    for ins, _ in group:
+        ins[5].fill(0.0)
+    before = [cupy.asnumpy(outs[0]) for _, outs in group]
     la(stream)
     stream.synchronize()
+    if in_place:  # lr = 0: the decoupled decay is 1 and the step size 0, params stay
+        for (_, outs), b in zip(group, before, strict=True):
+            assert cupy.asnumpy(outs[0]).tobytes() == b.tobytes()
+    # The ticket counter was reset: the second launch advanced every step counter again.
+    advance = 1.0 if apply else 0.0
     assert [float(outs[3].get()) for _, outs in group] == [
-        (s + 2.0 if in_place else s + 1.0) for s in steps
+        (s + 2 * advance if in_place else s + advance) for s in steps
     ]
 
 
 @pytest.mark.parametrize(
     "hp",
     [
-        {"lr": 0.1},
-        {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.01},
-        {"lr": 0.05, "momentum": 0.9, "nesterov": True},
+        {"momentum": 0.0},
+        {"momentum": 0.9, "weight_decay": 0.01},
+        {"momentum": 0.9, "nesterov": True},
     ],
 )
-def test_sgd(hp):
+@pytest.mark.parametrize("apply", [1.0, 0.0])
+def test_sgd(hp, apply):
     rng = np.random.default_rng(16)
     p, g, buf = randn(rng, 777), randn(rng, 777), randn(rng, 777)
-    has_buf = "momentum" in hp
-    ins = [p, g, buf] if has_buf else [p, g]
+    has_buf = hp["momentum"] != 0.0
+    hyper = [np.asarray(v, np.float64) for v in (0.05, hp["momentum"], hp.get("weight_decay", 0.0))]
+    control = [np.asarray(0.5, np.float32), np.asarray(apply, np.float32)]
+    ins = [p, g, *hyper, *control] + ([buf] if has_buf else [])
     outs = [((777,), np.float32)] * (2 if has_buf else 1)
-    got = launch("cuda.sgd_step_f32", ins, outs, hp)
-    ref = reference.sgd_step(p, g, buf if has_buf else None, **hp)
+    params = {"nesterov": True} if hp.get("nesterov") else {}
+    got = launch("cuda.sgd_step_f32", ins, outs, params)
+    ref = reference.sgd_step(*ins, **params)
     for a, b in zip(got, ref, strict=True):
         assert rel_err(a, b) < 1e-6
+    if apply == 0.0:
+        assert got[0].tobytes() == p.tobytes()
+
+
+def test_lr_schedule_on_the_device_follows_the_reference_and_the_counter():
+    """SequentialLR(LinearLR, CosineAnnealingLR) over 300 launches of one bound kernel: lr
+    from the device counter, which the kernel advances in place."""
+    import cupy
+
+    kinds, milestones, coefficients = (
+        "linear,cosine",
+        (20,),
+        (0.1, 1.0, 20.0, 0.0, 280.0, 1e-5, 0.0, 0.0),
+    )
+    epoch = cupy.zeros((), np.int64)
+    apply = cupy.ones((), np.float32)
+    initial = [
+        cupy.asarray(np.asarray(3e-4, np.float64)),
+        cupy.asarray(np.asarray(0.1, np.float64)),
+    ]
+    lrs = [cupy.full((), np.nan, np.float64) for _ in initial]
+    params = {"kinds": kinds, "milestones": milestones, "coefficients": coefficients}
+    (la,) = launches_for(
+        registry.get("cuda.lr_schedule"), [epoch, apply, *initial], [epoch, *lrs], params, ctx()
+    )
+    stream = cupy.cuda.Stream(non_blocking=True)
+    cupy.cuda.runtime.deviceSynchronize()
+    for t in range(300):
+        la(stream)
+        stream.synchronize()
+        for base, lr in zip((3e-4, 0.1), lrs, strict=True):
+            want = reference.schedule_lr(base, t, kinds, milestones, coefficients)
+            assert abs(float(lr.get()) - want) <= 1e-14 * want
+    assert int(epoch.get()) == 300
+
+
+@pytest.mark.parametrize("sizes", [[5000, 37, 9219], [3], [1 << 20, 1]])
+def test_clip_grad_norm_is_deterministic_and_matches_the_reference(sizes):
+    rng = np.random.default_rng(23)
+    grads = [randn(rng, n, scale=0.3) for n in sizes]
+    outs = [((), np.float32), ((), np.float32)]
+    first = launch("cuda.clip_grad_norm_f32", grads, outs, {"max_norm": 1.0}, repeat=3)
+    again = launch("cuda.clip_grad_norm_f32", grads, outs, {"max_norm": 1.0})
+    assert [a.tobytes() for a in first] == [a.tobytes() for a in again]
+    norm, coef = reference.clip_grad_norm(*grads, max_norm=1.0)
+    assert rel_err(first[0], norm) <= 2**-23 and rel_err(first[1], coef) <= 2**-22
+
+
+def test_accumulation_and_the_window_mean():
+    rng = np.random.default_rng(24)
+    g, acc = randn(rng, 1003), randn(rng, 1003)
+    for reset in (0.0, 1.0):
+        r = np.asarray(reset, np.float32)
+        got = launch(
+            "cuda.accumulate_grad_f32", [g, acc, r], [((1003,), np.float32)] * 2, {"every": 3}
+        )
+        want = reference.accumulate_grad(g, acc, r, every=3)
+        assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want, strict=True))
+    count = np.asarray(2, np.int64)
+    new, apply = launch(
+        "cuda.accumulation_step", [count], [((), np.int64), ((), np.float32)], {"every": 3}
+    )
+    assert (int(new), float(apply)) == (0, 1.0)
 
 
 # --- the ABI and its errors ----------------------------------------------------

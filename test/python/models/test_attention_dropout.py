@@ -3,7 +3,8 @@
 The train step of an attention layer with dropout p (on the probabilities and on the
 output) is compared with a torch computation written here, which applies the keep masks
 of graph.dropout's definition (runtime/reference.py `dropout_keep`: Philox4x32-10 keyed
-by the layer's seed, counted from the step's rng.offset) to the flattened [N, H, T, T]
+by the layer's key, a hash of its name: nn.dropout_key, counted from the step's
+rng.offset, which starts at nn.dropout_offset) to the flattened [N, H, T, T]
 probabilities and to the [N, T, D] output, scaled by 1/(1-p). aicfc-fuse turns the chain
 into graph.scaled_dot_product_attention with dropout_p, so this checks that op's mask,
 forward and backward. Three SGD steps: the losses and the parameters after them match
@@ -49,7 +50,9 @@ def torch_attention(
 def test_attention_dropout_follows_graph_dropouts_mask():
     aicfc.manual_seed(0)
     model = nn.CausalSelfAttention(D, H, block_size=T, dropout=P)
-    seeds = (model.attn_dropout.seed, model.resid_dropout.seed)
+    seeds = (model.attn_dropout.key("attn_dropout"), model.resid_dropout.key("resid_dropout"))
+    assert seeds == (nn.dropout_key("attn_dropout"), nn.dropout_key("resid_dropout"))
+    start = nn.dropout_offset(model)
     prog = aicfc.compile(model, loss="mse", optimizer=optim.SGD(lr=0.5), backend="numpy")
     rng = np.random.default_rng(1)
     x = rng.standard_normal((N, T, D)).astype(np.float32)
@@ -58,7 +61,8 @@ def test_attention_dropout_follows_graph_dropouts_mask():
     for step in range(3):
         ours = prog.step(x, y)
         ref = F.mse_loss(
-            torch_attention(params, torch.from_numpy(x), step, seeds), torch.from_numpy(y)
+            torch_attention(params, torch.from_numpy(x), start + step, seeds),
+            torch.from_numpy(y),
         )
         grads = torch.autograd.grad(ref, list(params.values()))
         with torch.no_grad():
@@ -67,7 +71,7 @@ def test_attention_dropout_follows_graph_dropouts_mask():
                 for (k, p), g in zip(params.items(), grads, strict=True)
             }
         assert abs(ours - ref.item()) <= TOL * ref.item(), f"step {step}: {ours} vs {ref.item()}"
-    assert int(prog.state_dict()["rng.offset"]) == 3
+    assert int(prog.state_dict()["rng.offset"]) == start + 3
     for name, value in prog.parameters().items():
         err = rel_err(value, params[name].detach().numpy())
         assert err <= TOL, f"{name}: {err:.2e}"
@@ -82,7 +86,7 @@ def test_the_chain_is_fused_with_its_dropout():
     fused = prog.mlir("fused", batch_size=N)
     assert fused.count("graph.scaled_dot_product_attention") == 1
     assert "graph.softmax" not in fused and "graph.causal_mask" not in fused
-    assert f"seed = {model.attn_dropout.seed}" in fused and "causal" in fused
+    assert f"seed = {nn.dropout_key('attn_dropout')}" in fused and "causal" in fused
 
 
 def test_predict_has_no_dropout():

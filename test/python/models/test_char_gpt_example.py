@@ -50,6 +50,17 @@ def test_a_short_run_prints_baselines_bits_and_a_sample(capsys):
     assert sample.startswith("def ") and len(sample.rstrip("\n")) >= len("def ") + 1
 
 
+def test_schedule_clip_and_plot_write_a_png(tmp_path, capsys):
+    """--schedule cosine --clip 1.0 --plot: the run trains with both inside the step and
+    writes a PNG of its curves."""
+    png = tmp_path / "gpt.png"
+    args = ["--steps", "4", "--batch-size", "2", "--sample-length", "0"]
+    bits = example().main([*args, "--schedule", "cosine", "--clip", "1.0", "--plot", str(png)])
+    assert math.isfinite(bits) and 4.0 < bits < 7.5
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"loss curves and lr schedule: {png}" in capsys.readouterr().out
+
+
 @pytest.fixture(scope="module")
 def emitted(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("gpt") / "char_gpt.mlir"
@@ -103,6 +114,8 @@ def test_emit_mlir_trains_with_aicfc_run(emitted, tmp_path):
         (["--steps", "0"], "argument --steps: must be > 0, got 0"),
         (["--config", "huge"], "argument --config: invalid choice: 'huge'"),
         (["--prompt", "\u00e9"], "argument --prompt: needs at least one newline or printable"),
+        (["--schedule", "step"], "argument --schedule: invalid choice: 'step'"),
+        (["--clip", "-1"], "argument --clip: must be > 0, got -1"),
     ],
 )
 def test_bad_arguments_are_usage_errors(capsys, args, message):

@@ -36,7 +36,11 @@ func.func @f(%x: tensor<4x3xf32> {A % "x"}, %t: tensor<4x2xf32> {A % "t"},
   %one = graph.constant dense<1.0> : tensor<f32>
   %dp = autodiff.mse_loss_grad %p, %t, %one : (tensor<4x2xf32>, tensor<4x2xf32>, tensor<f32>) -> tensor<4x2xf32>
   %dw = graph.matmul %dp, %x transpose_a : (tensor<4x2xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
-  %w1 = autodiff.sgd_step %w, %dw lr = 0.1 : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %h_lr = graph.constant dense<0.1> : tensor<f64>
+  %h_mu = graph.constant dense<0.0> : tensor<f64>
+  %h_wd = graph.constant dense<0.0> : tensor<f64>
+  %h_one = graph.constant dense<1.0> : tensor<f32>
+  %w1 = autodiff.sgd_step %w, %dw lr(%h_lr) momentum(%h_mu) weight_decay(%h_wd) grad_scale(%h_one) apply(%h_one) : tensor<2x3xf32>, tensor<f64>, tensor<f32>, tensor<f32>
   %dx = graph.matmul %dp, %w : (tensor<4x2xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
   func.return %l, %w1, %dx : tensor<f32>, tensor<2x3xf32>, tensor<4x3xf32>
 }}""",
@@ -49,7 +53,13 @@ func.func @f(%w: tensor<5xf32> {P % "w"}, %m: tensor<5xf32> {S % "w.exp_avg"},
              %v: tensor<5xf32> {S % "w.exp_avg_sq"}, %s: tensor<f32> {S % "w.step"})
     -> (tensor<5xf32> {N % "w"}, tensor<5xf32> {N % "w.exp_avg"},
         tensor<5xf32> {N % "w.exp_avg_sq"}, tensor<f32> {N % "w.step"}) {{
-  %w1, %m1, %v1, %s1 = autodiff.adam_step %w, %w, %m, %v, %s lr = 0.1 : tensor<5xf32>, tensor<f32>
+  %h_lr = graph.constant dense<0.1> : tensor<f64>
+  %h_beta1 = graph.constant dense<0.9> : tensor<f64>
+  %h_beta2 = graph.constant dense<0.999> : tensor<f64>
+  %h_eps = graph.constant dense<1.0e-8> : tensor<f64>
+  %h_wd = graph.constant dense<0.0> : tensor<f64>
+  %h_one = graph.constant dense<1.0> : tensor<f32>
+  %w1, %m1, %v1, %s1 = autodiff.adam_step %w, %w, %m, %v, %s lr(%h_lr) betas(%h_beta1, %h_beta2) eps(%h_eps) weight_decay(%h_wd) grad_scale(%h_one) apply(%h_one) : tensor<5xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
   func.return %w1, %m1, %v1, %s1 : tensor<5xf32>, tensor<5xf32>, tensor<5xf32>, tensor<f32>
 }}""",
         [("numpy.adam_step_out", 0, 0)],
@@ -81,7 +91,11 @@ func.func @f(%x: tensor<6xf32> {A % "x"}) -> (tensor<6xf32> {N % "sq"}) {{
         f"""
 func.func @f(%g: tensor<3xf32> {A % "g"}, %w: tensor<3xf32> {P % "w"})
     -> (tensor<3xf32> {N % "w"}, tensor<3xf32> {N % "w_old"}) {{
-  %w1 = autodiff.sgd_step %w, %g lr = 0.5 : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %h_lr = graph.constant dense<0.5> : tensor<f64>
+  %h_mu = graph.constant dense<0.0> : tensor<f64>
+  %h_wd = graph.constant dense<0.0> : tensor<f64>
+  %h_one = graph.constant dense<1.0> : tensor<f32>
+  %w1 = autodiff.sgd_step %w, %g lr(%h_lr) momentum(%h_mu) weight_decay(%h_wd) grad_scale(%h_one) apply(%h_one) : tensor<3xf32>, tensor<f64>, tensor<f32>, tensor<f32>
   func.return %w1, %w : tensor<3xf32>, tensor<3xf32>
 }}""",
         [("numpy.sgd_step_out", 0, 0)],
@@ -123,7 +137,11 @@ func.func @f(%a: tensor<2xf32> {S % "a"}, %b: tensor<2xf32> {S % "b"})
         f"""
 func.func @f(%g: tensor<3xf32> {A % "g"}, %w: tensor<3xf32> {P % "w"}, %b: tensor<3xf32> {P % "b"})
     -> (tensor<3xf32> {N % "w"}, tensor<3xf32> {N % "b"}) {{
-  %w1 = autodiff.sgd_step %w, %g lr = 0.5 : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %h_lr = graph.constant dense<0.5> : tensor<f64>
+  %h_mu = graph.constant dense<0.0> : tensor<f64>
+  %h_wd = graph.constant dense<0.0> : tensor<f64>
+  %h_one = graph.constant dense<1.0> : tensor<f32>
+  %w1 = autodiff.sgd_step %w, %g lr(%h_lr) momentum(%h_mu) weight_decay(%h_wd) grad_scale(%h_one) apply(%h_one) : tensor<3xf32>, tensor<f64>, tensor<f32>, tensor<f32>
   func.return %w1, %w1 : tensor<3xf32>, tensor<3xf32>
 }}""",
         [],

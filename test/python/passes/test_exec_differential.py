@@ -73,7 +73,11 @@ func.func @kitchen_sink(
   %ad = graph.add %ge, %z : tensor<4x5xf32>
   %mm = graph.matmul %ad, %w transpose_b : (tensor<4x5xf32>, tensor<6x5xf32>) -> tensor<4x6xf32>
   %ba = graph.bias_add %ad, %b : (tensor<4x5xf32>, tensor<5xf32>) -> tensor<4x5xf32>
-  %b1, %buf1 = autodiff.sgd_step %b, %db, %buf lr = 5.0e-2 momentum = 0.5 weight_decay = 1.0e-2 nesterov : (tensor<5xf32>, tensor<5xf32>, tensor<5xf32>) -> (tensor<5xf32>, tensor<5xf32>)
+  %h_lr = graph.constant dense<5.0e-2> : tensor<f64>
+  %h_mu = graph.constant dense<0.5> : tensor<f64>
+  %h_wd = graph.constant dense<1.0e-2> : tensor<f64>
+  %h_one = graph.constant dense<1.0> : tensor<f32>
+  %b1, %buf1 = autodiff.sgd_step %b, %db lr(%h_lr) momentum(%h_mu) weight_decay(%h_wd) grad_scale(%h_one) apply(%h_one) momentum_buffer(%buf) nesterov : tensor<5xf32>, tensor<f64>, tensor<f32>, tensor<f32> -> tensor<5xf32>
   %onei = graph.constant dense<1> : tensor<i64>
   %off1 = graph.add %off, %onei : tensor<i64>
   func.return %ce, %mse, %rs, %dz, %b1, %buf1, %off1, %smg, %mm, %ba

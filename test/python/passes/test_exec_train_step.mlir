@@ -45,10 +45,20 @@ func.func @train_step(
   %da1 = autodiff.relu_grad %dh1, %h1 : tensor<8x16xf32>
   %dw1 = graph.matmul %da1, %x transpose_a : (tensor<8x16xf32>, tensor<8x4xf32>) -> tensor<16x4xf32>
   %db1 = graph.reduce_sum %da1 axes = [0] : tensor<8x16xf32> -> tensor<16xf32>
-  %w1n, %mw1n, %vw1n, %sw1n = autodiff.adam_step %w1, %dw1, %mw1, %vw1, %sw1 lr = 1.0e-2 weight_decay = 1.0e-2 : tensor<16x4xf32>, tensor<f32>
-  %b1n, %mb1n, %vb1n, %sb1n = autodiff.adam_step %b1, %db1, %mb1, %vb1, %sb1 lr = 1.0e-2 : tensor<16xf32>, tensor<f32>
-  %w2n, %bw2n = autodiff.sgd_step %w2, %dw2, %bw2 lr = 0.1 momentum = 0.9 : (tensor<3x16xf32>, tensor<3x16xf32>, tensor<3x16xf32>) -> (tensor<3x16xf32>, tensor<3x16xf32>)
-  %b2n = autodiff.sgd_step %b2, %db2 lr = 0.1 : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %h_lr = graph.constant dense<1.0e-2> : tensor<f64>
+  %h_beta1 = graph.constant dense<0.9> : tensor<f64>
+  %h_beta2 = graph.constant dense<0.999> : tensor<f64>
+  %h_eps = graph.constant dense<1.0e-8> : tensor<f64>
+  %h_wd = graph.constant dense<1.0e-2> : tensor<f64>
+  %h_one = graph.constant dense<1.0> : tensor<f32>
+  %w1n, %mw1n, %vw1n, %sw1n = autodiff.adam_step %w1, %dw1, %mw1, %vw1, %sw1 lr(%h_lr) betas(%h_beta1, %h_beta2) eps(%h_eps) weight_decay(%h_wd) grad_scale(%h_one) apply(%h_one) : tensor<16x4xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
+  %h_wd_1 = graph.constant dense<0.0> : tensor<f64>
+  %b1n, %mb1n, %vb1n, %sb1n = autodiff.adam_step %b1, %db1, %mb1, %vb1, %sb1 lr(%h_lr) betas(%h_beta1, %h_beta2) eps(%h_eps) weight_decay(%h_wd_1) grad_scale(%h_one) apply(%h_one) : tensor<16xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
+  %h_lr_1 = graph.constant dense<0.1> : tensor<f64>
+  %h_mu = graph.constant dense<0.9> : tensor<f64>
+  %w2n, %bw2n = autodiff.sgd_step %w2, %dw2 lr(%h_lr_1) momentum(%h_mu) weight_decay(%h_wd_1) grad_scale(%h_one) apply(%h_one) momentum_buffer(%bw2) : tensor<3x16xf32>, tensor<f64>, tensor<f32>, tensor<f32> -> tensor<3x16xf32>
+  %h_mu_1 = graph.constant dense<0.0> : tensor<f64>
+  %b2n = autodiff.sgd_step %b2, %db2 lr(%h_lr_1) momentum(%h_mu_1) weight_decay(%h_wd_1) grad_scale(%h_one) apply(%h_one) : tensor<3xf32>, tensor<f64>, tensor<f32>, tensor<f32>
   %onei = graph.constant dense<1> : tensor<i64>
   %offn = graph.add %off, %onei : tensor<i64>
   func.return %loss, %w1n, %b1n, %w2n, %b2n, %mw1n, %vw1n, %sw1n, %mb1n, %vb1n, %sb1n, %bw2n, %offn, %lo

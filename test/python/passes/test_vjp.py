@@ -38,6 +38,8 @@ WRT = f"{W1}, {B1}, {W2}, {B2}"
 
 # Linear layers in PyTorch's layout (weight [out, in], y = x w^T + b), ReLU, cross-entropy,
 # then Adam on all four parameters: the shape of a train step aicfc compiles.
+HYPER = "lr(%lr) betas(%beta1, %beta2) eps(%eps) weight_decay(%wd) grad_scale(%one) apply(%one)"
+HYPER_TYPES = "tensor<f64>, tensor<f32>, tensor<f32>"
 UNFUSED_ADAM = f"""
 func.func @train_step(%x: {X}, %y: tensor<{B}xi64>, %w1: {W1}, %b1: {B1}, %w2: {W2}, %b2: {B2},
     %m1: {W1}, %v1: {W1}, %s1: {S}, %m2: {B1}, %v2: {B1}, %s2: {S},
@@ -50,10 +52,20 @@ func.func @train_step(%x: {X}, %y: tensor<{B}xi64>, %w1: {W1}, %b1: {B1}, %w2: {
   %o = graph.bias_add %o0, %b2 : ({OUT}, {B2}) -> {OUT}
   %loss = graph.cross_entropy %o, %y : ({OUT}, tensor<{B}xi64>) -> {S}
   %g:4 = autodiff.backward %loss wrt %w1, %b1, %w2, %b2 : {S}, ({WRT}) -> ({WRT})
-  %w1n, %m1n, %v1n, %s1n = autodiff.adam_step %w1, %g#0, %m1, %v1, %s1 lr = {LR:e} : {W1}, {S}
-  %b1n, %m2n, %v2n, %s2n = autodiff.adam_step %b1, %g#1, %m2, %v2, %s2 lr = {LR:e} : {B1}, {S}
-  %w2n, %m3n, %v3n, %s3n = autodiff.adam_step %w2, %g#2, %m3, %v3, %s3 lr = {LR:e} : {W2}, {S}
-  %b2n, %m4n, %v4n, %s4n = autodiff.adam_step %b2, %g#3, %m4, %v4, %s4 lr = {LR:e} : {B2}, {S}
+  %lr = graph.constant dense<{LR:e}> : tensor<f64>
+  %beta1 = graph.constant dense<0.9> : tensor<f64>
+  %beta2 = graph.constant dense<0.999> : tensor<f64>
+  %eps = graph.constant dense<1.0e-8> : tensor<f64>
+  %wd = graph.constant dense<0.0> : tensor<f64>
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %w1n, %m1n, %v1n, %s1n = autodiff.adam_step %w1, %g#0, %m1, %v1, %s1 {HYPER}
+      : {W1}, {S}, {HYPER_TYPES}
+  %b1n, %m2n, %v2n, %s2n = autodiff.adam_step %b1, %g#1, %m2, %v2, %s2 {HYPER}
+      : {B1}, {S}, {HYPER_TYPES}
+  %w2n, %m3n, %v3n, %s3n = autodiff.adam_step %w2, %g#2, %m3, %v3, %s3 {HYPER}
+      : {W2}, {S}, {HYPER_TYPES}
+  %b2n, %m4n, %v4n, %s4n = autodiff.adam_step %b2, %g#3, %m4, %v4, %s4 {HYPER}
+      : {B2}, {S}, {HYPER_TYPES}
   func.return %loss, %g#0, %g#1, %g#2, %g#3, %w1n, %b1n, %w2n, %b2n, %m1n, %v1n
       : {S}, {WRT}, {WRT}, {W1}, {W1}
 }}

@@ -8,6 +8,22 @@ from __future__ import annotations
 T = "f64"
 
 
+HYPER = f"""  %h_lr = graph.constant dense<0.1> : tensor<f64>
+  %h_lr2 = graph.constant dense<0.01> : tensor<f64>
+  %h_b1 = graph.constant dense<0.9> : tensor<f64>
+  %h_b2 = graph.constant dense<0.999> : tensor<f64>
+  %h_eps = graph.constant dense<1.0e-8> : tensor<f64>
+  %h_zero = graph.constant dense<0.0> : tensor<f64>
+  %h_scale = graph.constant dense<1.0> : tensor<{T}>
+  %h_apply = graph.constant dense<1.0> : tensor<f32>"""
+"""The hyperparameters (constants here; the API makes them state) and the update flags."""
+ADAM = "lr(%h_lr2) betas(%h_b1, %h_b2) eps(%h_eps) weight_decay(%h_zero) grad_scale(%h_scale) apply(%h_apply)"
+SGD = "lr(%h_lr) momentum(%h_zero) weight_decay(%h_zero) grad_scale(%h_scale) apply(%h_apply)"
+SGD_MOMENTUM = (
+    "lr(%h_lr) momentum(%h_b1) weight_decay(%h_zero) grad_scale(%h_scale) apply(%h_apply)"
+)
+
+
 def _arg(name: str, shape: str, role: str) -> str:
     return f'%{name}: tensor<{shape}{T}> {{aicfc.role = "{role}", aicfc.name = "{name}"}}'
 
@@ -40,7 +56,8 @@ func.func @f({_arg("x", "3x4x", "input")}, %y: tensor<3xi32> {{aicfc.role = "inp
   %ob = graph.bias_add %o, %b : (tensor<3x4x{T}>, tensor<4x{T}>) -> tensor<3x4x{T}>
   %l = graph.cross_entropy %ob, %y : (tensor<3x4x{T}>, tensor<3xi32>) -> tensor<{T}>
   %g:2 = autodiff.backward %l wrt %w, %b : tensor<{T}>, (tensor<4x4x{T}>, tensor<4x{T}>) -> (tensor<4x4x{T}>, tensor<4x{T}>)
-  %w1, %m1, %v1, %s1 = autodiff.adam_step %w, %g#0, %w.exp_avg, %w.exp_avg_sq, %s lr = 0.01 : tensor<4x4x{T}>, tensor<f32>
+{HYPER}
+  %w1, %m1, %v1, %s1 = autodiff.adam_step %w, %g#0, %w.exp_avg, %w.exp_avg_sq, %s {ADAM} : tensor<4x4x{T}>, tensor<f32>, tensor<f64>, tensor<{T}>, tensor<f32>
   func.return %l, %w1, %m1, %v1, %s1, %g#1 : tensor<{T}>, tensor<4x4x{T}>, tensor<4x4x{T}>, tensor<4x4x{T}>, tensor<f32>, tensor<4x{T}>
 }}
 """,
@@ -51,7 +68,8 @@ func.func @f({_arg("x", "3x4x", "input")}, {_arg("t", "3x4x", "input")}, {_arg("
   %h = graph.matmul %x, %w : (tensor<3x4x{T}>, tensor<4x4x{T}>) -> tensor<3x4x{T}>
   %l = graph.mse_loss %h, %t : tensor<3x4x{T}> -> tensor<{T}>
   %g = autodiff.backward %l wrt %w : tensor<{T}>, (tensor<4x4x{T}>) -> (tensor<4x4x{T}>)
-  %w1 = autodiff.sgd_step %w, %g lr = 0.1 : (tensor<4x4x{T}>, tensor<4x4x{T}>) -> tensor<4x4x{T}>
+{HYPER}
+  %w1 = autodiff.sgd_step %w, %g {SGD} : tensor<4x4x{T}>, tensor<f64>, tensor<{T}>, tensor<f32>
   %a = graph.matmul %x, %w1 : (tensor<3x4x{T}>, tensor<4x4x{T}>) -> tensor<3x4x{T}>
   %bf = graph.matmul %x, %w : (tensor<3x4x{T}>, tensor<4x4x{T}>) -> tensor<3x4x{T}>
   func.return %l, %w1, %a, %bf : tensor<{T}>, tensor<4x4x{T}>, tensor<3x4x{T}>, tensor<3x4x{T}>
@@ -72,7 +90,8 @@ func.func @f({_arg("x", "3x4x", "input")}, {_arg("t", "3x2x", "input")}, {_arg("
   %h = graph.matmul %x, %w : (tensor<3x4x{T}>, tensor<4x2x{T}>) -> tensor<3x2x{T}>
   %l = graph.mse_loss %h, %t : tensor<3x2x{T}> -> tensor<{T}>
   %g = autodiff.backward %l wrt %w : tensor<{T}>, (tensor<4x2x{T}>) -> (tensor<4x2x{T}>)
-  %w1, %b1 = autodiff.sgd_step %w, %g, %w.momentum_buffer lr = 0.1 momentum = 0.9 : (tensor<4x2x{T}>, tensor<4x2x{T}>, tensor<4x2x{T}>) -> (tensor<4x2x{T}>, tensor<4x2x{T}>)
+{HYPER}
+  %w1, %b1 = autodiff.sgd_step %w, %g {SGD_MOMENTUM} momentum_buffer(%w.momentum_buffer) : tensor<4x2x{T}>, tensor<f64>, tensor<{T}>, tensor<f32> -> tensor<4x2x{T}>
   func.return %l, %w1, %b1, %g, %w, %b1 : tensor<{T}>, tensor<4x2x{T}>, tensor<4x2x{T}>, tensor<4x2x{T}>, tensor<4x2x{T}>, tensor<4x2x{T}>
 }}
 """,

@@ -122,10 +122,20 @@ def random_step(rng: random.Random, dtype: str = "f64") -> tuple[str, int]:
     results = [(loss, scalar, "loss")] + [
         (g, shape_of[w], f"d{i}") for i, (g, w) in enumerate(zip(grads, wrt, strict=True))
     ]
+    lines += [
+        "%h_lr = graph.constant dense<0.1> : tensor<f64>",
+        "%h_zero = graph.constant dense<0.0> : tensor<f64>",
+        f"%h_scale = graph.constant dense<1.0> : {scalar}",
+        "%h_apply = graph.constant dense<1.0> : tensor<f32>",
+    ]
     for w, g in dict(zip(wrt, grads, strict=True)).items():
         if w != "%x" and rng.random() < 0.7:
             t = shape_of[w]
-            lines.append(f"{w}_next = autodiff.sgd_step {w}, {g} lr = 0.1 : ({t}, {t}) -> {t}")
+            lines.append(
+                f"{w}_next = autodiff.sgd_step {w}, {g} lr(%h_lr) momentum(%h_zero) "
+                f"weight_decay(%h_zero) grad_scale(%h_scale) apply(%h_apply) : {t}, "
+                f"tensor<f64>, {scalar}, tensor<f32>"
+            )
             results.append((f"{w}_next", t, w[1:]))
     lines.append("%one = graph.constant dense<1> : tensor<i64>")
     lines.append("%off_next = graph.add %off, %one : tensor<i64>")

@@ -69,10 +69,10 @@ def test_a_state_without_next_value_warns_in_the_api():
         module = aicfc.parse(typo(STEP), "step.mlir")
     messages = [str(w.message) for w in record]
     assert messages == [
-        "step.mlir:45:5: remark: 'func.func' state argument %m (\"fc.weight.exp_avg\") of "
+        "step.mlir:46:5: remark: 'func.func' state argument %m (\"fc.weight.exp_avg\") of "
         '@train_step is never updated: no result is named "fc.weight.exp_avg", so it keeps '
         "its initial value on every step",
-        "step.mlir:41:1: remark: 'func.func' result \"fc.weight.exp_avgg\" of @train_step "
+        "step.mlir:42:1: remark: 'func.func' result \"fc.weight.exp_avgg\" of @train_step "
         'names no argument; did you mean "fc.weight.exp_avg"? (a result named after a param '
         "or state argument is its next value; this one is a program output)",
     ]
@@ -104,8 +104,8 @@ def test_aicfc_opt_prints_the_remarks_as_located_lines(tmp_path, capsys):
     assert aicfc_opt.main([str(f)]) == 0
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2
-    assert re.fullmatch(rf"{re.escape(str(f))}:45:5: remark: 'func.func' state argument .*", err[0])
-    assert re.fullmatch(rf"{re.escape(str(f))}:41:1: remark: 'func.func' result .*", err[1])
+    assert re.fullmatch(rf"{re.escape(str(f))}:46:5: remark: 'func.func' state argument .*", err[0])
+    assert re.fullmatch(rf"{re.escape(str(f))}:42:1: remark: 'func.func' result .*", err[1])
 
 
 @pytest.mark.parametrize("x", [np.float32(1.0), np.array(1.0, np.float32)], ids=["scalar", "0-d"])

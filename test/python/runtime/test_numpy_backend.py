@@ -33,8 +33,13 @@ func.func @train_step(%x: tensor<8x3xf32> {aicfc.role = "input", aicfc.name = "x
   %dp = autodiff.mse_loss_grad %p, %t, %one : (tensor<8x2xf32>, tensor<8x2xf32>, tensor<f32>) -> tensor<8x2xf32>
   %dw = graph.matmul %dp, %x transpose_a : (tensor<8x2xf32>, tensor<8x3xf32>) -> tensor<2x3xf32>
   %db = graph.reduce_sum %dp axes = [0] : tensor<8x2xf32> -> tensor<2xf32>
-  %w1, %buf1 = autodiff.sgd_step %w, %dw, %buf lr = 0.1 momentum = 0.9 : (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
-  %b1 = autodiff.sgd_step %b, %db lr = 0.1 : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %h_lr = graph.constant dense<0.1> : tensor<f64>
+  %h_mu = graph.constant dense<0.9> : tensor<f64>
+  %h_wd = graph.constant dense<0.0> : tensor<f64>
+  %h_one = graph.constant dense<1.0> : tensor<f32>
+  %w1, %buf1 = autodiff.sgd_step %w, %dw lr(%h_lr) momentum(%h_mu) weight_decay(%h_wd) grad_scale(%h_one) apply(%h_one) momentum_buffer(%buf) : tensor<2x3xf32>, tensor<f64>, tensor<f32>, tensor<f32> -> tensor<2x3xf32>
+  %h_mu_1 = graph.constant dense<0.0> : tensor<f64>
+  %b1 = autodiff.sgd_step %b, %db lr(%h_lr) momentum(%h_mu_1) weight_decay(%h_wd) grad_scale(%h_one) apply(%h_one) : tensor<2xf32>, tensor<f64>, tensor<f32>, tensor<f32>
   func.return %l, %w1, %buf1, %b1 : tensor<f32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2xf32>
 }
 func.func @predict(%x: tensor<4x3xf32> {aicfc.role = "input", aicfc.name = "x"},

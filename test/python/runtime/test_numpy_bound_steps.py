@@ -275,3 +275,34 @@ def test_the_backend_leaves_blas_threads_as_the_user_set_them():
         prog, _ = programs("relu_adam_cross_entropy")
         prog.step(*batch(np.random.default_rng(5), "cross_entropy", np.float32))
         assert blas_threads() == before == [1] * len(before)
+
+
+@pytest.mark.parametrize("name", ["gelu_tanh_adamw_cross_entropy", "sgd_nesterov_mse_f64"])
+def test_bound_kernels_train_bitwise_as_the_reference_with_the_training_loop(name):
+    """A schedule, clipping and 2 micro-batches per update (the optimizer kernels read the
+    scheduled lr, grad_scale and the apply flag from their operands at every step), and an
+    lr set between steps through param_groups: bitwise the reference backend's."""
+    from aicfc.optim import lr_scheduler
+    from aicfc.training import TrainingOptions
+
+    build, loss, opt = MODELS[name]
+    schedule = lr_scheduler.warmup_cosine(STEPS)
+    options = TrainingOptions(lr_scheduler=schedule, clip_grad_norm=0.05, accumulate=2)
+    fast, ref = (
+        Program(build(np.random.default_rng(0)), loss, opt, backend, options=options)
+        for backend in (NumpyBackend(), NumpyBackend(reference=True))
+    )
+    dtype = np.float64 if name.endswith("f64") else np.float32
+    rng = np.random.default_rng(3)
+    for step in range(2 * STEPS):
+        if step == STEPS:
+            for prog in (fast, ref):
+                prog.param_groups[0]["initial_lr"] = 0.5 * prog.param_groups[0]["initial_lr"]
+        x, y = batch(rng, loss, dtype)
+        assert fast.step(x, y) == ref.step(x, y), f"{name}: loss differs at step {step}"
+        assert fast.last_grad_norm == ref.last_grad_norm
+    got, want = fast.state_dict(), ref.state_dict()
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=f"{name}: {key}", strict=True)
+    runs = fast.executable().runs
+    assert sum(r.startswith("optim:") for r in runs) == len(fast.param_names)

@@ -83,8 +83,39 @@ class Case:
     alias: AliasPolicy | None = None
 
 
-ADAM = {"lr": 1e-2, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0}
-ADAM_GENS = (normal(6, 5), normal(6, 5), normal(6, 5), positive(6, 5), scalar(3.0))
+def f64(value: float) -> Callable[[np.random.Generator, np.dtype], np.ndarray]:
+    """A hyperparameter operand: an f64 scalar whatever the case's dtype."""
+    return lambda rng, dt: np.asarray(value, np.float64)
+
+
+def f32(value: float) -> Callable[[np.random.Generator, np.dtype], np.ndarray]:
+    """A control operand (grad_scale, apply): an f32 scalar."""
+    return lambda rng, dt: np.asarray(value, np.float32)
+
+
+def adam_gens(
+    *shape: int, wd: float = 0.0, scale: float = 1.0, apply: float = 1.0
+) -> tuple[Callable[[np.random.Generator, np.dtype], np.ndarray], ...]:
+    """param, grad, m, v, step, then lr, beta1, beta2, eps, weight_decay, grad_scale, apply."""
+    tensors = (normal(*shape), normal(*shape), normal(*shape), positive(*shape), scalar(3.0))
+    hyper = (f64(1e-2), f64(0.9), f64(0.999), f64(1e-8), f64(wd))
+    return (*tensors, *hyper, f32(scale), f32(apply))
+
+
+def sgd_gens(
+    *shape: int,
+    momentum: float = 0.0,
+    wd: float = 0.0,
+    scale: float = 1.0,
+    apply: float = 1.0,
+) -> tuple[Callable[[np.random.Generator, np.dtype], np.ndarray], ...]:
+    """param, grad, lr, momentum, weight_decay, grad_scale, apply[, momentum_buffer]."""
+    buf = (normal(*shape),) if momentum else ()
+    hyper = (f64(0.1), f64(momentum), f64(wd), f32(scale), f32(apply))
+    return (normal(*shape), normal(*shape), *hyper, *buf)
+
+
+ADAM_GENS = adam_gens(6, 5)
 
 CASES: dict[str, Case] = {
     "matmul_nn": Case("graph.matmul", (normal(5, 7), normal(7, 3))),
@@ -205,42 +236,39 @@ CASES: dict[str, Case] = {
     ),
     "mse_loss": Case("graph.mse_loss", (normal(6, 3), normal(6, 3))),
     "mse_loss_grad": Case("autodiff.mse_loss_grad", (normal(6, 3), normal(6, 3), scalar(0.5))),
-    "adam": Case("autodiff.adam_step", ADAM_GENS, ADAM, 4, alias=ADAM_TRIPLET),
-    "adam_l2": Case(
-        "autodiff.adam_step", ADAM_GENS, {**ADAM, "weight_decay": 0.1}, 4, alias=ADAM_TRIPLET
-    ),
+    "adam": Case("autodiff.adam_step", ADAM_GENS, {}, 4, alias=ADAM_TRIPLET),
+    "adam_l2": Case("autodiff.adam_step", adam_gens(6, 5, wd=0.1), {}, 4, alias=ADAM_TRIPLET),
     "adamw": Case(
         "autodiff.adam_step",
-        ADAM_GENS,
-        {**ADAM, "weight_decay": 0.1, "decoupled_weight_decay": True},
+        adam_gens(6, 5, wd=0.1),
+        {"decoupled_weight_decay": True},
         4,
         alias=ADAM_TRIPLET,
     ),
-    "sgd": Case("autodiff.sgd_step", (normal(6, 5), normal(6, 5)), {"lr": 0.1}, alias=SGD_PAIR),
-    "sgd_weight_decay": Case(
-        "autodiff.sgd_step",
-        (
-            normal(
-                5,
-            ),
-            normal(
-                5,
-            ),
-        ),
-        {"lr": 0.1, "weight_decay": 0.01},
-        alias=SGD_PAIR,
+    "adam_l2_clipped": Case(
+        "autodiff.adam_step", adam_gens(6, 5, wd=0.1, scale=0.37), {}, 4, alias=ADAM_TRIPLET
     ),
-    "sgd_momentum": Case(
-        "autodiff.sgd_step",
-        (normal(6, 5), normal(6, 5), normal(6, 5)),
-        {"lr": 0.1, "momentum": 0.9},
-        2,
-        alias=SGD_PAIR,
+    "adamw_clipped": Case(
+        "autodiff.adam_step",
+        adam_gens(6, 5, wd=0.1, scale=0.37),
+        {"decoupled_weight_decay": True},
+        4,
+        alias=ADAM_TRIPLET,
     ),
+    "adam_not_applied": Case(
+        "autodiff.adam_step", adam_gens(6, 5, wd=0.1, apply=0.0), {}, 4, alias=ADAM_TRIPLET
+    ),
+    "sgd": Case("autodiff.sgd_step", sgd_gens(6, 5), alias=SGD_PAIR),
+    "sgd_weight_decay": Case("autodiff.sgd_step", sgd_gens(5, wd=0.01), alias=SGD_PAIR),
+    "sgd_weight_decay_clipped": Case(
+        "autodiff.sgd_step", sgd_gens(5, wd=0.01, scale=0.37), alias=SGD_PAIR
+    ),
+    "sgd_not_applied": Case("autodiff.sgd_step", sgd_gens(6, 5, apply=0.0), alias=SGD_PAIR),
+    "sgd_momentum": Case("autodiff.sgd_step", sgd_gens(6, 5, momentum=0.9), {}, 2, alias=SGD_PAIR),
     "sgd_nesterov_weight_decay": Case(
         "autodiff.sgd_step",
-        (normal(6, 5), normal(6, 5), normal(6, 5)),
-        {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.01, "nesterov": True},
+        sgd_gens(6, 5, momentum=0.9, wd=0.01, scale=0.37),
+        {"nesterov": True},
         2,
         alias=SGD_PAIR,
     ),
@@ -335,6 +363,9 @@ CASES: dict[str, Case] = {
         "autodiff.embedding_grad",
         (normal(3, 4, 5), labels_of(np.int32, 3, 4, classes=6)),
         {"num_embeddings": 6},
+    ),
+    "sgd_momentum_not_applied": Case(
+        "autodiff.sgd_step", sgd_gens(6, 5, momentum=0.9, apply=0.0), {}, 2, alias=SGD_PAIR
     ),
     "reshape": Case("graph.reshape", (normal(4, 6),), {"shape": (3, 8)}),
     "transpose": Case("graph.transpose", (normal(2, 3, 4),), {"perm": (2, 0, 1)}),
@@ -549,16 +580,11 @@ LARGE: dict[str, Case] = {
         {},
         3,
     ),
-    "adam": Case(
-        "autodiff.adam_step",
-        (normal(256, 256), normal(256, 256), normal(256, 256), positive(256, 256), scalar(1.0)),
-        ADAM,
-        4,
-    ),
+    "adam": Case("autodiff.adam_step", adam_gens(256, 256, wd=0.1, scale=0.5), {}, 4),
     "sgd_nesterov_weight_decay": Case(
         "autodiff.sgd_step",
-        (normal(256, 256), normal(256, 256), normal(256, 256)),
-        {"lr": 0.1, "momentum": 0.9, "weight_decay": 0.01, "nesterov": True},
+        sgd_gens(256, 256, momentum=0.9, wd=0.01, scale=0.5),
+        {"nesterov": True},
         2,
     ),
 }
@@ -602,3 +628,34 @@ def test_work_arrays_are_shared_by_shape_and_dtype():
     assert scratch((3, 4), np.dtype(np.float32), 1) is not a
     assert scratch((3, 4), np.dtype(np.float64)) is not a
     assert scratch.nbytes == 3 * 4 * (4 + 4 + 8)
+
+
+OPERANDS = {
+    # op: (first hyperparameter, grad_scale, apply, the inputs the outputs copy when not applied)
+    "autodiff.adam_step": (5, 10, 11, (0, 2, 3, 4)),
+    "autodiff.sgd_step": (2, 5, 6, (0, 7)),
+}
+
+
+@pytest.mark.parametrize("name", ["adamw_clipped", "sgd_nesterov_weight_decay"])
+def test_optimizer_kernels_read_their_operands_at_every_call(name):
+    """A bound update reads lr, the other hyperparameters, grad_scale and apply from their
+    buffers at each call (a schedule or param_groups writes them between steps): after
+    new values are written into those arrays, the next call equals the reference on them;
+    apply = 0 copies the inputs through."""
+    case = CASES[name]
+    first, scale, apply, kept = OPERANDS[case.op]
+    for dtype in case.dtypes:
+        ins = draw(case, dtype, seed=11)
+        outs = [garbage_like(w) for w in reference(case, ins)]
+        step = out_kernel(case.op)(ins, outs, case.params, Scratch())
+        step()
+        for call, factor in enumerate((0.5, 3.0)):
+            for a in ins[first : first + 3]:  # lr and the two hyperparameters after it
+                a[...] = a * factor if a < 0.5 else a * 0.9
+            ins[scale][...] = 0.25 * factor
+            step()
+            check_equal(outs, reference(case, ins), f"{name} {np.dtype(dtype)} changed {call}")
+        ins[apply][...] = 0.0
+        step()
+        check_equal(outs, [ins[k].copy() for k in kept], f"{name} {np.dtype(dtype)} not applied")

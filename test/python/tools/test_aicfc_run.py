@@ -29,9 +29,13 @@ def test_trains_the_digits_step_on_generated_data(tmp_path, capsys):
     assert sorted(loss) == [1, 10, 20, 30]
     assert 2.0 < loss[1] < 2.7  # ln(10) = 2.30 for a fresh 10-class model
     assert loss[30] < 0.5 * loss[1]  # it fits the one random batch
-    assert "generated inputs x, y; 6 params; 18 states at zero (seed 0)" in captured.err
+    assert (
+        "generated inputs x, y; 6 params; 23 states at their initial values (seed 0)"
+        in captured.err
+    )
     with np.load(out) as d:
-        assert len(d.files) == 1 + 24
+        assert len(d.files) == 1 + 24 + 5  # + the hyperparameters, at their aicfc.init
+        assert float(d["optim.0.lr"]) == 1e-3 and float(d["optim.0.beta2"]) == 0.999
         assert float(d["loss"]) == pytest.approx(loss[30], rel=1e-6)
         assert float(d["4.bias.step"]) == 30.0
         assert d["0.weight"].shape == (128, 64)

@@ -76,7 +76,7 @@ def test_a_predict_run_takes_a_training_checkpoint(tmp_path, capsys):
     assert aicfc_run.main([DIGITS, "-f", "predict", "-i", str(ckpt), "-o", str(out)]) == 0
     err = capsys.readouterr().err
     assert (
-        "aicfc-run: note: skipping 19 entries of a training checkpoint from --inputs ('loss', "
+        "aicfc-run: note: skipping 24 entries of a training checkpoint from --inputs ('loss', "
         "'0.weight.exp_avg', '0.weight.exp_avg_sq', ...): @predict updates no state and takes "
         "only its inputs and params"
     ) in err

@@ -98,7 +98,7 @@ def test_aicfc_run_writes_the_name_it_reports(tmp_path, capsys):
     and `-i ckpt` then failed."""
     out = tmp_path / "ckpt"
     assert aicfc_run.main([DIGITS, "-o", str(out)]) == 0
-    assert f"wrote 25 arrays to {out}\n" in capsys.readouterr().out
+    assert f"wrote 30 arrays to {out}\n" in capsys.readouterr().out
     assert out.is_file() and not (tmp_path / "ckpt.npz").exists()
     assert aicfc_run.main([DIGITS, "-i", str(out), "-o", str(out)]) == 0
     assert float(npz(out)["0.weight.step"]) == 2.0
@@ -111,7 +111,7 @@ def test_aicfc_run_reads_a_checkpoint_named_without_its_suffix(checkpoint, tmp_p
 
 
 def test_aicfc_run_to_dev_full_is_an_error(capsys):
-    """It printed 'wrote 25 arrays to /dev/full' and exited 0."""
+    """It printed 'wrote 30 arrays to /dev/full' and exited 0."""
     assert aicfc_run.main([DIGITS, "-o", "/dev/full"]) == 1
     out, err = capsys.readouterr()
     assert "wrote" not in out

@@ -42,6 +42,7 @@ print(json.dumps({
 
 AICFC_PASSES = [
     "aicfc-analyze",
+    "aicfc-data-parallel",
     "aicfc-expand-backward",
     "aicfc-fold-constants",
     "aicfc-fold-inplace",
