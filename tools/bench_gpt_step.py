@@ -304,7 +304,9 @@ def profile_aicfc(name: str, tf32: bool, dropout: float) -> list[tuple[str, floa
 # ----------------------------------------------------------------------------
 
 
-def torch_gpt(c: Config, dropout: float) -> Any:
+def torch_gpt(c: Config, dropout: float, device: str = "cuda") -> Any:
+    """nanoGPT's module with `init_weights(c)`, on `device` ("cuda", or "cpu" for
+    tools/bench_cpu.py); forward(idx, targets) returns the mean cross-entropy."""
     import torch
     import torch.nn.functional as F
     from torch import nn
@@ -353,7 +355,7 @@ def torch_gpt(c: Config, dropout: float) -> Any:
     model = GPT()
     state = {k: torch.from_numpy(v) for k, v in init_weights(c).items()}
     model.load_state_dict({**state, "lm_head.weight": state["transformer.wte.weight"]})
-    return model.cuda()
+    return model.cuda() if device == "cuda" else model.to(device)
 
 
 def bench_torch(name: str, tf32: bool, mode: str, args: argparse.Namespace) -> dict[str, Any]:
