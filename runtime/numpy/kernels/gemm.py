@@ -103,10 +103,11 @@ def gemm_epilogue_grad(ins: Arrays, outs: Arrays, params: Params, scratch: Scrat
     sums, as epilogue_grad computes them."""
     expect(ins, 3, "inputs")
     expect(outs, 2, "outputs")
-    a, b = operands(ins[:2], params)
+    a, b, shape = operands(ins[:2], params)
+    if len(shape) != 2:  # the fusion forms it on matrices only
+        raise Unsupported(f"a product of shape {list(shape)} (the kernel takes matrices)")
     saved = ins[2]
     dz, dbias = outs
-    shape = (a.shape[0], b.shape[1])
     same_layout(saved, shape, a.dtype, "the saved forward value")
     same_layout(dz, shape, a.dtype, "the pre-activation gradient")
     same_layout(dbias, shape[1:], a.dtype, "the bias gradient")
