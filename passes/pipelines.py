@@ -95,7 +95,12 @@ def with_data_parallel(
 ) -> tuple[Step, ...]:
     """`steps` with `aicfc-data-parallel{world_size bucket_mb}` right after the "exec" step
     (the gradients' mean all-reduce goes in before in-place folding and memory planning).
-    Raises ValueError when `steps` has no "exec" step or already has the stage."""
+    Raises ValueError when `steps` has no "exec" step or already has the stage.
+
+    The "hoisted" step is left out: aicfc-hoist-updates moves each update next to its
+    gradients, between launches that still write gradients the all-reduce must average
+    first, so the updates stay after the backward, where the buckets end."""
+    steps = tuple(s for s in steps if s.stage != "hoisted")
     stages = [s.stage for s in steps]
     if "exec" not in stages or DATA_PARALLEL_STAGE in stages:
         raise ValueError(
