@@ -82,7 +82,7 @@ def runs_of_updates(block: Block) -> int:
     """How many maximal runs of consecutive updates `block` holds."""
     runs, inside = 0, False
     for op in block.ops:
-        update = bool(static_flags(op) & OpFlag.IS_OPTIMIZER)
+        update = is_update(op)
         runs += update and not inside
         inside = update
     return runs
@@ -93,7 +93,7 @@ def hoist_block(block: Block, max_runs: int | None = None) -> int:
     result would hold more than `max_runs` runs of updates: the block is restored)."""
     original = list(block.ops)
     moved = 0
-    updates = [op for op in block.ops if static_flags(op) & OpFlag.IS_OPTIMIZER]
+    updates = [op for op in block.ops if is_update(op)]
     hoisted: set[int] = set()
     for op in updates:
         position = {id(o): k for k, o in enumerate(block.ops)}
@@ -108,9 +108,11 @@ def hoist_block(block: Block, max_runs: int | None = None) -> int:
         block.detach_op(op)
         block.insert_op_before(op, target)
         moved += 1
-        for value in op.operands:  # its constants come before it (they read nothing)
+        # its constants come before it (they read nothing); moving one before it keeps
+        # the others that follow it after it, so one numbering serves them all
+        order = {id(o): k for k, o in enumerate(block.ops)}
+        for value in op.operands:
             owner = value.owner
-            order = {id(o): k for k, o in enumerate(block.ops)}
             if (
                 isinstance(owner, Operation)
                 and is_constant(owner)
