@@ -95,14 +95,19 @@ def attention_problem(
 
 def tiled_geometry(spec: KernelSpec, a: Attention) -> tuple[int, int]:
     """The grid (BH, ceil(T / 64)) of the tiled kernels; CudaKernelError unless S = T and
-    d is 32, 64 or 128 (the registry's constraints, checked again for hand-written IR)."""
+    d is the head dim the entry is compiled for (its `last_dims` constraint: one symbol
+    per head dim, checked again for hand-written IR)."""
     if a.s != a.t:
         raise CudaKernelError(
             f'kernel "{spec.name}": the tiled kernels take as many keys as queries '
             f"(T = {a.t}, S = {a.s})"
         )
-    if a.d not in (32, 64, 128):
-        raise CudaKernelError(f'kernel "{spec.name}": head dim {a.d} is not 32, 64 or 128')
+    dims = {d for _, sizes in spec.constraints.last_dims for d in sizes}
+    if a.d not in dims:
+        raise CudaKernelError(
+            f'kernel "{spec.name}": head dim {a.d}; the kernel is compiled for '
+            f"{' or '.join(map(str, sorted(dims)))}"
+        )
     return a.bh, cdiv(a.t, TILE)
 
 

@@ -567,6 +567,20 @@ BAD_BUFFERS: dict[str, tuple[list[Any], list[Any], dict[str, Any], str]] = {
         {"every": 2},
         "operand #1 is float32",
     ),
+    # The tiled attention kernels are one symbol per head dim: the d = 64 one must not
+    # run a d = 32 problem (it would read 64 columns a row), though 32 has a kernel too.
+    "cuda.scaled_dot_product_attention_f32_d64": (
+        [f(2, 3, 70, 32)] * 3,
+        [f(2, 3, 70, 32), f(2, 3, 70)],
+        {},
+        "head dim 32; the kernel is compiled for 64",
+    ),
+    "cuda.scaled_dot_product_attention_grad_f32_d128": (
+        [f(2, 3, 70, 64)] * 5 + [f(2, 3, 70)],
+        [f(2, 3, 70, 64)] * 3,
+        {},
+        "head dim 64; the kernel is compiled for 128",
+    ),
 }
 
 
