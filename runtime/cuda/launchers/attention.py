@@ -58,6 +58,10 @@ class Attention:
             "seed": self.seed,
         }
 
+    def tiled_scalars(self) -> dict[str, object]:
+        """The tiled kernels' scalars: S = T and d is in the symbol (one per head dim)."""
+        return {n: v for n, v in self.scalars().items() if n not in ("S", "d")}
+
 
 def attention_problem(
     spec: KernelSpec, q: Any, k: Any, v: Any, offset: Any, params: Params
@@ -138,14 +142,13 @@ def launch_attention(
     out, lse = outs
     expect_numel(spec, numel(q), out=out)
     expect_numel(spec, a.bh * a.t, lse=lse)
-    scalars = {n: val for n, val in a.scalars().items() if n not in ("S", "d")}
     return [
         kernel_launch(
             spec,
             grid,
             (128,),
             [q, k, v, offset, out, lse],
-            scalars,
+            a.tiled_scalars(),
             shared_mem=attention_fwd_shared(a.d),
         )
     ]
@@ -171,13 +174,12 @@ def launch_attention_grad(
         {"rows": rows, "d": a.d},
         keepalive=[ws],
     )
-    scalars = {n: val for n, val in a.scalars().items() if n not in ("S", "d")}
     grads = kernel_launch(
         spec,
         grid,
         (attention_bwd_threads(a.d),),
         [q, k, v, dout, lse, offset, *outs, ws],
-        scalars,
+        a.tiled_scalars(),
         shared_mem=attention_bwd_shared(a.d),
         keepalive=[ws],
     )
