@@ -162,15 +162,21 @@ def launch_clip_grad_norm(
                 f'kernel "{spec.name}": gradient #{i} must be float32, got {describe([g])}'
             )
     expect_scalars(spec, "float32", total_norm=outs[0], clip_coef=outs[1])
+    given = param(params, "max_norm")
+    try:
+        max_norm = float(given)
+    except (TypeError, ValueError):  # absent (None) or not a number
+        max_norm = float("nan")
+    if not 0.0 < max_norm < float("inf"):
+        raise CudaKernelError(
+            f'kernel "{spec.name}": max_norm = {given!r} is not a positive finite number'
+        )
     sizes = [numel(g) for g in ins]
     chunk = adam_chunk(sum(sizes), ctx.sm_count)
     chunks = _chunks(sizes, chunk)
     rows = [x for g, n in zip(ins, sizes, strict=True) for x in (g.data.ptr, n)]
     meta = ctx.table(np.array(rows + [x for c in chunks for x in c], dtype=np.int64))
     ws = ctx.workspace(16 + 8 * len(chunks))
-    max_norm = float(param(params, "max_norm"))
-    if not 0.0 < max_norm < float("inf"):
-        raise CudaKernelError(f'kernel "{spec.name}": max_norm = {max_norm} is not positive')
     scalars = {
         "meta": meta.data.ptr,
         "ntensors": len(ins),

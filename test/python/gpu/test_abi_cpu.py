@@ -555,6 +555,19 @@ BAD_BUFFERS: dict[str, tuple[list[Any], list[Any], dict[str, Any], str]] = {
         {"max_norm": 1.0},
         r"gradient #1 must be float32, got float64\[6\]",
     ),
+    # hand-written IR without the attribute: an error naming it, not float(None)'s TypeError
+    "cuda.clip_grad_norm_f32 ": (
+        [f(8, 6)],
+        [f(), f()],
+        {},
+        "max_norm = None is not a positive finite number",
+    ),
+    "cuda.clip_grad_norm_f32  ": (
+        [f(8, 6)],
+        [f(), f()],
+        {"max_norm": 0.0},
+        "max_norm = 0.0 is not a positive finite number",
+    ),
     "cuda.accumulation_step": (
         [i(dtype=np.int64)],
         [i(dtype=np.int64), f()],
