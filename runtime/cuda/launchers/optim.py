@@ -29,6 +29,7 @@ from aicfc.runtime.cuda.launchers.common import (
     expect_numel,
     expect_operands,
     grid_1d,
+    number,
     numel,
     param,
 )
@@ -162,14 +163,10 @@ def launch_clip_grad_norm(
                 f'kernel "{spec.name}": gradient #{i} must be float32, got {describe([g])}'
             )
     expect_scalars(spec, "float32", total_norm=outs[0], clip_coef=outs[1])
-    given = param(params, "max_norm")
-    try:
-        max_norm = float(given)
-    except (TypeError, ValueError):  # absent (None) or not a number
-        max_norm = float("nan")
+    max_norm = number(spec, params, "max_norm", float)
     if not 0.0 < max_norm < float("inf"):
         raise CudaKernelError(
-            f'kernel "{spec.name}": max_norm = {given!r} is not a positive finite number'
+            f'kernel "{spec.name}": max_norm = {max_norm} is not a positive finite number'
         )
     sizes = [numel(g) for g in ins]
     chunk = adam_chunk(sum(sizes), ctx.sm_count)
@@ -254,7 +251,7 @@ def launch_accumulation_step(
     new_count, apply = outs
     expect_scalars(spec, "int64", count=count, new_count=new_count)
     expect_scalars(spec, "float32", apply=apply)
-    every = int(param(params, "every"))
+    every = number(spec, params, "every", int)
     if every < 1:
         raise CudaKernelError(f'kernel "{spec.name}": every = {every} is below 1')
     return [kernel_launch(spec, (1,), (32,), [count, new_count, apply], {"every": every})]
@@ -268,7 +265,7 @@ def launch_accumulate_grad(
     n = numel(grad)
     expect_operands(spec, n, [grad, accum], outs)
     expect_scalars(spec, "float32", reset=reset)
-    every = int(param(params, "every"))
+    every = number(spec, params, "every", int)
     if every < 1:
         raise CudaKernelError(f'kernel "{spec.name}": every = {every} is below 1')
     return [

@@ -560,7 +560,7 @@ BAD_BUFFERS: dict[str, tuple[list[Any], list[Any], dict[str, Any], str]] = {
         [f(8, 6)],
         [f(), f()],
         {},
-        "max_norm = None is not a positive finite number",
+        "parameter max_norm = None is not a number",
     ),
     "cuda.clip_grad_norm_f32  ": (
         [f(8, 6)],
@@ -573,6 +573,18 @@ BAD_BUFFERS: dict[str, tuple[list[Any], list[Any], dict[str, Any], str]] = {
         [i(dtype=np.int64), f()],
         {"every": 0},
         "every = 0 is below 1",
+    ),
+    "cuda.accumulation_step ": (
+        [i(dtype=np.int64)],
+        [i(dtype=np.int64), f()],
+        {},
+        "parameter every = None is not a number",
+    ),
+    "cuda.dropout_f32 ": (
+        [f(8, 6), i(dtype=np.int64)],
+        [f(8, 6)],
+        {"p": 0.1},
+        "parameter seed = None is not a number",
     ),
     "cuda.accumulate_grad_f32": (
         [f(8, 6), f(8, 5), f()],
