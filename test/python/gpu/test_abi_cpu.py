@@ -555,17 +555,56 @@ BAD_BUFFERS: dict[str, tuple[list[Any], list[Any], dict[str, Any], str]] = {
         {"max_norm": 1.0},
         r"gradient #1 must be float32, got float64\[6\]",
     ),
+    # hand-written IR without the attribute: an error naming it, not float(None)'s TypeError
+    "cuda.clip_grad_norm_f32 ": (
+        [f(8, 6)],
+        [f(), f()],
+        {},
+        "parameter max_norm = None is not a number",
+    ),
+    "cuda.clip_grad_norm_f32  ": (
+        [f(8, 6)],
+        [f(), f()],
+        {"max_norm": 0.0},
+        "max_norm = 0.0 is not a positive finite number",
+    ),
     "cuda.accumulation_step": (
         [i(dtype=np.int64)],
         [i(dtype=np.int64), f()],
         {"every": 0},
         "every = 0 is below 1",
     ),
+    "cuda.accumulation_step ": (
+        [i(dtype=np.int64)],
+        [i(dtype=np.int64), f()],
+        {},
+        "parameter every = None is not a number",
+    ),
+    "cuda.dropout_f32 ": (
+        [f(8, 6), i(dtype=np.int64)],
+        [f(8, 6)],
+        {"p": 0.1},
+        "parameter seed = None is not a number",
+    ),
     "cuda.accumulate_grad_f32": (
         [f(8, 6), f(8, 5), f()],
         [f(8, 6), f(8, 6)],
         {"every": 2},
         "operand #1 is float32",
+    ),
+    # The tiled attention kernels are one symbol per head dim: the d = 64 one must not
+    # run a d = 32 problem (it would read 64 columns a row), though 32 has a kernel too.
+    "cuda.scaled_dot_product_attention_f32_d64": (
+        [f(2, 3, 70, 32)] * 3,
+        [f(2, 3, 70, 32), f(2, 3, 70)],
+        {},
+        "head dim 32; the kernel is compiled for 64",
+    ),
+    "cuda.scaled_dot_product_attention_grad_f32_d128": (
+        [f(2, 3, 70, 64)] * 5 + [f(2, 3, 70)],
+        [f(2, 3, 70, 64)] * 3,
+        {},
+        "head dim 64; the kernel is compiled for 128",
     ),
 }
 
