@@ -229,11 +229,18 @@ def time_program(prog: Any, name: str, quick: bool) -> dict[str, Any]:
 def bench_aicfc(name: str, tf32: bool, args: argparse.Namespace) -> dict[str, Any]:
     import cupy
 
-    c = CONFIGS[name]
     pool = cupy.get_default_memory_pool()
     release_memory()
     base = pool.total_bytes()
-    cache = tempfile.mkdtemp(prefix="aicfc-bench-cache-")
+    with tempfile.TemporaryDirectory(prefix="aicfc-bench-cache-") as cache:
+        return _bench_aicfc(name, tf32, args, cache, pool, base)
+
+
+def _bench_aicfc(
+    name: str, tf32: bool, args: argparse.Namespace, cache: str, pool: Any, base: int
+) -> dict[str, Any]:
+    """bench_aicfc's row, with `cache` the compile cache its programs share (removed after)."""
+    c = CONFIGS[name]
     prog, compile_s, entry, loss = first_step(c, tf32, args.dropout, cache)
     row = time_program(prog, name, args.quick)
     row |= {
@@ -249,7 +256,8 @@ def bench_aicfc(name: str, tf32: bool, args: argparse.Namespace) -> dict[str, An
     release_memory()
     if not tf32 and (not args.quick or name == "nanogpt-char"):  # fresh processes: an
         # empty compile cache, then this row's (CuPy's kernel cache is warm in both)
-        cold = compile_probe(name, tf32, cache_dir=tempfile.mkdtemp(prefix="aicfc-cold-"))
+        with tempfile.TemporaryDirectory(prefix="aicfc-cold-") as empty:
+            cold = compile_probe(name, tf32, cache_dir=empty)
         warm = compile_probe(name, tf32, cache_dir=cache)
         row["process_compile_seconds"] = cold["seconds"]
         row["process_cached_compile_seconds"] = warm["seconds"]
