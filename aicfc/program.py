@@ -329,6 +329,7 @@ class Program:
             from aicfc.distributed import broadcast_store
 
             broadcast_store(self.store, comm, backend)
+        self._modules = tuple(m for _, m in model.named_modules())  # mode_key at every step
         self._compiled: dict[tuple[Any, ...], CompiledFunction] = {}
         self._last_outputs: dict[str, Any] = {}
         self._output_shapes: dict[tuple[int, ...], tuple[int, ...]] = {}
@@ -666,7 +667,7 @@ class Program:
         return _contiguous(ya.astype(LABEL_DTYPE, copy=False), device)
 
     def _entry(self, function: str, x_shape: tuple[int, ...]) -> CompiledFunction:
-        key = (function, x_shape, mode_key(self.model) if function == "train_step" else ())
+        key = (function, x_shape, mode_key(self._modules) if function == "train_step" else ())
         entry = self._compiled.get(key)
         if entry is None:
             entry = self._compile(function, x_shape)

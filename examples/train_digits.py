@@ -46,9 +46,10 @@ import argparse
 import math
 import sys
 import time
-from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+from example_support import add_loop_arguments, make_schedule, positive, write_curves
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
@@ -56,8 +57,7 @@ from tqdm import tqdm
 
 import aicfc
 from aicfc import nn, optim
-from aicfc.optim import lr_scheduler
-from aicfc.runtime.files import WriteError, atomic_write, write_text
+from aicfc.runtime.files import WriteError, write_text
 
 
 def load_data(raw_pixels: bool = False) -> tuple[np.ndarray, ...]:
@@ -104,51 +104,18 @@ def emit_mlir(path: str, seed: int, lr: float, batch: int) -> None:
         sys.exit(f"train_digits: {e}")
 
 
-def positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
-    """An argparse `type` accepting only a finite number > 0 of `kind` (int or float)."""
-
-    def parse(text: str) -> int | float:
-        try:
-            value = kind(text)
-        except ValueError:
-            what = "an integer" if kind is int else "a number"
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if not (math.isfinite(value) and value > 0):
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-        return value
-
-    parse.__name__ = f"positive {kind.__name__}"  # argparse's "invalid <name> value" message
-    return parse
-
-
-def make_schedule(kind: str, updates: int) -> lr_scheduler.LRScheduler | None:
-    """None (constant lr) or warm-up over 5% of `updates` then cosine to 0."""
-    return None if kind == "constant" else lr_scheduler.warmup_cosine(updates, 0.05)
-
-
 def plot_curves(path: str, train: list[float], held_out: list[float], lrs: list[float]) -> None:
     """Write the loss curves (per epoch) and the lr (per update) to `path` (atomically)."""
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    def draw(ax_loss: Any, ax_lr: Any) -> None:
+        epochs = range(1, len(train) + 1)
+        ax_loss.plot(epochs, train, label="train")
+        ax_loss.plot(epochs, held_out, label="held-out")
+        ax_loss.set(xlabel="epoch", ylabel="cross-entropy", yscale="log")
+        ax_lr.plot(range(len(lrs)), lrs)
+        ax_lr.set(xlabel="update")
 
-    fig, (ax_loss, ax_lr) = plt.subplots(1, 2, figsize=(10, 4))
-    epochs = range(1, len(train) + 1)
-    ax_loss.plot(epochs, train, label="train")
-    ax_loss.plot(epochs, held_out, label="held-out")
-    ax_loss.set(xlabel="epoch", ylabel="cross-entropy", yscale="log", title="loss")
-    ax_loss.legend()
-    ax_lr.plot(range(len(lrs)), lrs)
-    ax_lr.set(xlabel="update", ylabel="lr", title="learning rate")
-    fig.tight_layout()
-    try:
-        with atomic_write(path, "wb") as f:
-            fig.savefig(f, format="png")
-    except WriteError as e:
-        sys.exit(f"train_digits: {e}")
-    finally:
-        plt.close(fig)
+    write_curves(path, "train_digits", draw)
 
 
 def main(argv: list[str] | None = None) -> float:
@@ -180,20 +147,9 @@ def main(argv: list[str] | None = None) -> float:
         action="store_true",
         help="after training, print the operator report of @predict measured on the test images",
     )
-    parser.add_argument(
-        "--schedule",
-        choices=["constant", "cosine"],
-        default="constant",
-        help="lr schedule: constant, or 5%% linear warm-up then cosine to 0 (constant)",
-    )
-    parser.add_argument(
-        "--clip", type=positive(float), metavar="MAX_NORM", help="clip_grad_norm_ (off)"
-    )
+    add_loop_arguments(parser, schedule="constant")
     parser.add_argument(
         "--accumulate", type=positive(int), default=1, help="micro-batches per update (1)"
-    )
-    parser.add_argument(
-        "--plot", metavar="PNG", help="write the loss curves and the lr schedule to PNG"
     )
     parser.add_argument("--save", metavar="FILE", help="write a checkpoint at the end")
     args = parser.parse_args(argv)

@@ -27,6 +27,18 @@
 //   256 * ceil(4 * tiles / 256).
 //   ABI: (A, B, bias|null, Y, Z|null, workspace, int32 M, int32 N, int32 K, int32 act,
 //   int32 splits, int32 k_chunk). Grid: (ceil(N / 32), ceil(M / 32), splits), 256 threads.
+// aicfc_gemm_epilogue_grad_f32_{nn,nt,tn,tt}: autodiff.gemm_epilogue_grad, the split-K
+//   kernel's product with the backward epilogue (reference.gemm_epilogue_grad):
+//   dZ = (op(A) op(B)) * act'(saved) and dbias = column sums of dZ, in one launch. The
+//   block that holds a tile's whole sum writes dZ and the tile's column sums (row order)
+//   to the workspace; the last tile of each 32-column strip to finish (a second, per-strip
+//   ticket) adds them in tile order into dbias, so dbias is deterministic too. Workspace:
+//   uint32 tickets, one per tile then one per strip, from byte 0 (zeroed at load, reset
+//   by their last block), then float column sums [ceil(M / 32)][N] from byte
+//   256 * ceil(4 * (tiles + strips) / 256) (rounded up to 64 floats), then the partials
+//   [splits][M][N] when splits > 1.
+//   ABI: (A, B, saved, dZ, dbias, workspace, int32 M, int32 N, int32 K, int32 act,
+//   int32 splits, int32 k_chunk). Grid and block as the split-K kernel's.
 #include "common.cuh"
 
 AICFC_EXPORT_ABI_VERSION
@@ -128,16 +140,25 @@ __device__ __forceinline__ void skinny_warp_any(const float* A, const float* B, 
 
 constexpr int kTile = 32, kMaxChunk = 128, kThreads = 256;
 
-__device__ __forceinline__ size_t splitk_partials_offset(int tiles) {
-  return ((size_t)tiles * 4 + 255) / 256 * 256;
+__device__ __forceinline__ size_t splitk_partials_offset(int tickets) {
+  return ((size_t)tickets * 4 + 255) / 256 * 256;
 }
 
+// Floats of gemm_epilogue_grad's column sums [tile rows][N], rounded up to 64 (256 bytes).
+__device__ __forceinline__ size_t epilogue_grad_columns(int tile_rows, int N) {
+  return ((size_t)tile_rows * N + 63) / 64 * 64;
+}
+
+// The sum over K of this block's 2x2 outputs (rows m0 + ty + 16 i, columns n0 + tx + 16 j)
+// of its 32x32 tile, in `sum`. Returns true in the block that holds the whole sum: the only
+// one when splits == 1, else the last of the tile's `splits` blocks to finish (it adds the
+// partials in chunk order, so the sum is deterministic, and resets the tile's ticket).
 template <bool TA, bool TB>
-__device__ __forceinline__ void gemm_splitk(const float* __restrict__ A,
+__device__ __forceinline__ bool splitk_tile(const float* __restrict__ A,
                                             const float* __restrict__ B,
-                                            const float* __restrict__ bias, float* __restrict__ Y,
-                                            float* __restrict__ Z, void* workspace, int M, int N,
-                                            int K, int act, int splits, int k_chunk) {
+                                            uint32_t* __restrict__ tickets,
+                                            float* __restrict__ partials, int M, int N, int K,
+                                            int splits, int k_chunk, float (&sum)[2][2]) {
   __shared__ float As[kMaxChunk][kTile + 1];  // As[k][m], the block's whole K chunk
   __shared__ float Bs[kMaxChunk][kTile + 1];  // Bs[k][n]
   __shared__ bool is_last;
@@ -176,18 +197,11 @@ __device__ __forceinline__ void gemm_splitk(const float* __restrict__ A,
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
-        if (m < M && n < N) store_output(bias, Y, Z, N, m, n, acc[i][j], act);
-      }
-    return;
+      for (int j = 0; j < 2; ++j) sum[i][j] = acc[i][j];
+    return true;
   }
 
-  int tiles = gridDim.x * gridDim.y;
   int tile = blockIdx.y * gridDim.x + blockIdx.x;
-  uint32_t* tickets = reinterpret_cast<uint32_t*>(workspace);
-  float* partials =
-      reinterpret_cast<float*>(reinterpret_cast<char*>(workspace) + splitk_partials_offset(tiles));
   size_t plane = (size_t)M * N;
 #pragma unroll
   for (int i = 0; i < 2; ++i)
@@ -200,11 +214,14 @@ __device__ __forceinline__ void gemm_splitk(const float* __restrict__ A,
   __syncthreads();
   if (tid == 0) is_last = atomicAdd(tickets + tile, 1u) == (uint32_t)(splits - 1);
   __syncthreads();
-  if (!is_last) return;
+  if (!is_last) return false;
   if (tid == 0) tickets[tile] = 0u;
   // Add the partials in chunk order, 8 chunks' loads in flight at a time (a plain
   // `s += load` loop would wait for each load in turn); absent ones read as 0.
-  float sum[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) sum[i][j] = 0.0f;
   for (int z0 = 0; z0 < splits; z0 += 8) {
     float v[2][2][8];
 #pragma unroll
@@ -224,6 +241,23 @@ __device__ __forceinline__ void gemm_splitk(const float* __restrict__ A,
 #pragma unroll
         for (int q = 0; q < 8; ++q) sum[i][j] += v[i][j][q];
   }
+  return true;
+}
+
+template <bool TA, bool TB>
+__device__ __forceinline__ void gemm_splitk(const float* __restrict__ A,
+                                            const float* __restrict__ B,
+                                            const float* __restrict__ bias, float* __restrict__ Y,
+                                            float* __restrict__ Z, void* workspace, int M, int N,
+                                            int K, int act, int splits, int k_chunk) {
+  int tiles = gridDim.x * gridDim.y;
+  uint32_t* tickets = reinterpret_cast<uint32_t*>(workspace);
+  float* partials =
+      reinterpret_cast<float*>(reinterpret_cast<char*>(workspace) + splitk_partials_offset(tiles));
+  float sum[2][2];
+  if (!splitk_tile<TA, TB>(A, B, tickets, partials, M, N, K, splits, k_chunk, sum)) return;
+  int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  int m0 = blockIdx.y * kTile, n0 = blockIdx.x * kTile;
 #pragma unroll
   for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -231,6 +265,62 @@ __device__ __forceinline__ void gemm_splitk(const float* __restrict__ A,
       int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
       if (m < M && n < N) store_output(bias, Y, Z, N, m, n, sum[i][j], act);
     }
+}
+
+// The backward epilogue after the product: dZ = sum * act'(saved) for the block's outputs,
+// the tile's column sums of dZ (its 32 rows, through shared memory in row order) into row
+// blockIdx.y of `columns` [tile rows][N], then the last tile of the column strip to finish
+// (a per-strip ticket) adds those rows in tile order into dbias: deterministic.
+template <bool TA, bool TB>
+__device__ __forceinline__ void gemm_epilogue_grad(
+    const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ saved,
+    float* __restrict__ dZ, float* __restrict__ dbias, void* workspace, int M, int N, int K,
+    int act, int splits, int k_chunk) {
+  __shared__ float rows[16][kTile + 1];
+  __shared__ bool strip_last;
+  int tiles = gridDim.x * gridDim.y;
+  uint32_t* tickets = reinterpret_cast<uint32_t*>(workspace);  // [tiles], then [strips]
+  char* base = reinterpret_cast<char*>(workspace);
+  float* columns = reinterpret_cast<float*>(base + splitk_partials_offset(tiles + gridDim.x));
+  float* partials = columns + epilogue_grad_columns(gridDim.y, N);
+  float sum[2][2];
+  if (!splitk_tile<TA, TB>(A, B, tickets, partials, M, N, K, splits, k_chunk, sum)) return;
+  int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  int m0 = blockIdx.y * kTile, n0 = blockIdx.x * kTile;
+  float col[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
+      if (m < M && n < N) {
+        size_t o = (size_t)m * N + n;
+        float g = activate_grad(sum[i][j], __ldg(saved + o), act);
+        dZ[o] = g;
+        col[j] += g;
+      }
+    }
+  rows[ty][tx] = col[0];
+  rows[ty][tx + 16] = col[1];
+  __syncthreads();
+  if (tid < kTile && n0 + tid < N) {
+    float t = 0.0f;
+#pragma unroll
+    for (int r = 0; r < 16; ++r) t += rows[r][tid];
+    columns[(size_t)blockIdx.y * N + n0 + tid] = t;
+  }
+  __threadfence();
+  __syncthreads();
+  uint32_t* strip = tickets + tiles + blockIdx.x;
+  if (tid == 0) strip_last = atomicAdd(strip, 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!strip_last) return;
+  if (tid == 0) *strip = 0u;
+  if (tid < kTile && n0 + tid < N) {
+    float t = 0.0f;
+    for (int r = 0; r < (int)gridDim.y; ++r) t += __ldcg(columns + (size_t)r * N + n0 + tid);
+    dbias[n0 + tid] = t;
+  }
 }
 
 }  // namespace aicfc
@@ -250,6 +340,13 @@ __device__ __forceinline__ void gemm_splitk(const float* __restrict__ A,
       const float* A, const float* B, const float* bias, float* Y, float* Z, void* workspace,   \
       int32_t M, int32_t N, int32_t K, int32_t act, int32_t splits, int32_t k_chunk) {          \
     aicfc::gemm_splitk<TA, TB>(A, B, bias, Y, Z, workspace, M, N, K, act, splits, k_chunk);     \
+  }                                                                                             \
+  extern "C" __global__ void __launch_bounds__(256) aicfc_gemm_epilogue_grad_f32_##SUFFIX(    \
+      const float* A, const float* B, const float* saved, float* dZ, float* dbias,              \
+      void* workspace, int32_t M, int32_t N, int32_t K, int32_t act, int32_t splits,            \
+      int32_t k_chunk) {                                                                        \
+    aicfc::gemm_epilogue_grad<TA, TB>(A, B, saved, dZ, dbias, workspace, M, N, K, act, splits,  \
+                                      k_chunk);                                                 \
   }
 
 AICFC_GEMM_SMALL(nn, false, false)

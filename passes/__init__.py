@@ -16,6 +16,7 @@ from xdsl.passes import ModulePass
 PASS_CLASSES: dict[str, str] = {
     "aicfc-fuse": "AicfcFusePass",
     "aicfc-expand-backward": "AicfcExpandBackwardPass",
+    "aicfc-hoist-updates": "AicfcHoistUpdatesPass",
     "aicfc-lower-exec": "AicfcLowerExecPass",
     "aicfc-fold-inplace": "AicfcFoldInplacePass",
     "aicfc-plan-memory": "AicfcPlanMemoryPass",

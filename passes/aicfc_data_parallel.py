@@ -33,7 +33,8 @@ What it does, as PyTorch's DistributedDataParallel does (its `Reducer`):
 It runs on exec IR after aicfc-lower-exec and before aicfc-fold-inplace and
 aicfc-plan-memory (the buckets are tmp buffers those plan). A program without an
 optimizer launch (@predict) is left as it is. Errors: a program that already has
-a communicator "world" (the pass ran twice), a gradient that is not a tmp buffer,
+a communicator "world" (the pass ran twice), an optimizer launch with too few inputs
+to hold its gradient, a gradient that is not a tmp buffer,
 or a gradient used again after an optimizer launch read it (the reduced value
 would leak into it) raise OpError naming the op.
 """
@@ -77,7 +78,14 @@ def grad_operand(ctx: Context, launch: ex.LaunchOp) -> int | None:
     names = [name for name, _ in cls.get_irdl_definition().operands]
     if "grad" not in names:
         raise OpError(launch, f"optimizer op {spec.op} has no operand named grad")
-    return names.index("grad")
+    at = names.index("grad")
+    if at >= len(launch.inputs):
+        raise OpError(
+            launch,
+            f"{launch.kernel_name} has {len(launch.inputs)} input(s); its gradient is input "
+            f"{at} (operand grad of {spec.op})",
+        )
+    return at
 
 
 def buckets(grads: list[SSAValue], cap_bytes: float) -> list[list[SSAValue]]:

@@ -8,6 +8,7 @@ the matched ops are erased:
 
     act(bias_add(matmul(A, B), b))          -> gemm_epilogue(A, B, b, act)   [-> (Y, Z) for gelu]
     reduce_sum(act_grad(dY, s), axes=[0])    -> epilogue_grad(dY, s, act)    [-> (dZ, db)]
+    epilogue_grad(matmul(A, B), s)           -> gemm_epilogue_grad(A, B, s, act) [-> (dZ, db)]
     cross_entropy(x, y), cross_entropy_grad(x, y, d) [, reduce_sum(.., axes=[0])]
                                              -> cross_entropy_with_grad(x, y, d) [-> (l, dx, db)]
 
@@ -17,7 +18,9 @@ then read the fused op's result. The fused op takes the source location of
 the first matched op, and is placed before the first op that reads any value
 it replaces, so every use stays dominated. Rounds repeat until nothing fuses.
 
-Option `patterns`: "all" (default), "forward" or "backward".
+Option `patterns`: "all" (default), "forward" or "backward"; option `exclude`: the name
+of one pattern of the table to leave out (e.g. "gemm_epilogue_grad", to compare a step
+with and without it), "" for none.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from xdsl.rewriter import InsertPoint
 from aicfc.dialects.diagnostics import copy_location
 from aicfc.passes.dataflow import DataFlowGraph
 from aicfc.passes.fusion.matcher import Built, FusionPattern, Match, find_matches
-from aicfc.passes.fusion.patterns import PATTERN_GROUPS
+from aicfc.passes.fusion.patterns import FUSION_PATTERNS, PATTERN_GROUPS
 
 # ----------------------------------------------------------------------------
 # Rewriting
@@ -125,12 +128,14 @@ class AicfcFusePass(ModulePass):
     """Op-flag fusion (see the module docstring).
 
     patterns: "all", "forward" (gemm -> bias_add -> act) or "backward"
-              (act_grad -> reduce_sum); anything else raises ValueError.
+              (act_grad -> reduce_sum, ...); anything else raises ValueError.
+    exclude:  a pattern name to leave out, or "" (an unknown name raises ValueError).
     """
 
     name = "aicfc-fuse"
 
     patterns: str = "all"
+    exclude: str = ""
 
     def __post_init__(self) -> None:
         if self.patterns not in PATTERN_GROUPS:
@@ -138,9 +143,14 @@ class AicfcFusePass(ModulePass):
                 f"aicfc-fuse: unknown value '{self.patterns}' for option 'patterns'; "
                 f"expected one of: {', '.join(PATTERN_GROUPS)}"
             )
+        names = [p.name for p in FUSION_PATTERNS]
+        if self.exclude and self.exclude not in names:
+            raise ValueError(
+                f"aicfc-fuse: unknown pattern '{self.exclude}' for option 'exclude'; "
+                f"expected one of: {', '.join(names)}"
+            )
 
     def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
-        walker = PatternRewriteWalker(
-            FuseFunction(PATTERN_GROUPS[self.patterns]), apply_recursively=False
-        )
+        chosen = tuple(p for p in PATTERN_GROUPS[self.patterns] if p.name != self.exclude)
+        walker = PatternRewriteWalker(FuseFunction(chosen), apply_recursively=False)
         walker.rewrite_module(op)

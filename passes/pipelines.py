@@ -11,9 +11,12 @@ stage "graph".
                    mixed precision (products in the low dtype, float32 masters and losses);
                    for fp16 also aicfc-loss-scale (dynamic loss scaling on the device)
     backward       aicfc-expand-backward: autodiff.backward replaced by VJP ops
-    fused-backward aicfc-fuse again: act_grad + bias-grad reduce become autodiff.epilogue_grad
+    fused-backward aicfc-fuse again: act_grad + bias-grad reduce become autodiff.epilogue_grad,
+                   and a product feeding one autodiff.gemm_epilogue_grad
     canonical      xDSL's canonicalize, aicfc-fold-constants and cse (constants folded,
                    duplicate constants and products merged)
+    hoisted        aicfc-hoist-updates: each optimizer update right after its gradients
+                   and its parameter's last reader
     exec           aicfc-lower-exec{backend=...}: exec.program with buffers and launches
     inplace        aicfc-fold-inplace: alias policies applied where use-def proves it safe
     planned        aicfc-plan-memory: tmp buffers share an arena where lifetimes allow
@@ -86,6 +89,7 @@ def train_pipeline(
         Step("backward", "aicfc-expand-backward"),
         Step("fused-backward", "aicfc-fuse"),
         Step("canonical", "canonicalize,aicfc-fold-constants,cse"),
+        Step("hoisted", "aicfc-hoist-updates"),
         Step("exec", f"aicfc-lower-exec{{{lower}}}"),
         Step("inplace", f"aicfc-fold-inplace{{enable={inplace_opt}}}"),
         Step("planned", "aicfc-plan-memory"),
@@ -101,7 +105,12 @@ def with_data_parallel(
 ) -> tuple[Step, ...]:
     """`steps` with `aicfc-data-parallel{world_size bucket_mb}` right after the "exec" step
     (the gradients' mean all-reduce goes in before in-place folding and memory planning).
-    Raises ValueError when `steps` has no "exec" step or already has the stage."""
+    Raises ValueError when `steps` has no "exec" step or already has the stage.
+
+    The "hoisted" step is left out: aicfc-hoist-updates moves each update next to its
+    gradients, between launches that still write gradients the all-reduce must average
+    first, so the updates stay after the backward, where the buckets end."""
+    steps = tuple(s for s in steps if s.stage != "hoisted")
     stages = [s.stage for s in steps]
     if "exec" not in stages or DATA_PARALLEL_STAGE in stages:
         raise ValueError(

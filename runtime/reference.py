@@ -504,6 +504,21 @@ def epilogue_grad(dy: Array, saved: Array, *, act: str) -> tuple[Array, Array]:
     return dz, np.sum(dz, axis=tuple(range(dz.ndim - 1))).astype(dz.dtype)
 
 
+def gemm_epilogue_grad(
+    a: Array,
+    b: Array,
+    saved: Array,
+    *,
+    act: str,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+) -> tuple[Array, Array]:
+    """(dZ, dbias) = epilogue_grad(op(A) op(B), saved): the unfused matmul then
+    epilogue_grad, so the fused op computes exactly what the two ops compute."""
+    (dy,) = matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
+    return epilogue_grad(dy, saved, act=act)
+
+
 # --- optimizer steps and the training loop's bookkeeping ------------------------
 # Hyperparameters arrive as 0-d arrays (f64 state in the train steps aicfc builds) and
 # are used as Python floats, as torch.optim uses a param group's numbers.
@@ -777,6 +792,7 @@ _TABLE: dict[type[Operation], RefFn] = {
     ad.MseLossGradOp: mse_loss_grad,
     ad.DropoutGradOp: dropout_grad,
     ad.EpilogueGradOp: epilogue_grad,
+    ad.GemmEpilogueGradOp: gemm_epilogue_grad,
     ad.EmbeddingGradOp: embedding_grad,
     ad.LayerNormGradOp: layer_norm_grad,
     ad.ScaledDotProductAttentionGradOp: scaled_dot_product_attention_grad,

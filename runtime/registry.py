@@ -241,6 +241,7 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("autodiff.mse_loss_grad", _FLOATS, Constraints()),
     ("autodiff.dropout_grad", _FLOATS, Constraints(operand_dtypes=((1, ("i64",)),))),
     ("autodiff.epilogue_grad", _FLOATS, Constraints(activations=EPILOGUE_ACTIVATIONS)),
+    ("autodiff.gemm_epilogue_grad", _FLOATS, Constraints(activations=EPILOGUE_ACTIVATIONS)),
     ("autodiff.embedding_grad", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
     ("autodiff.layer_norm_grad", _FLOATS, Constraints()),
     (

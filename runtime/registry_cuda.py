@@ -36,6 +36,8 @@ named, never imported).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from aicfc.dialects.activation_table import (
     ACTIVATION_FACTS,
     CUBLASLT_ACTIVATIONS,
@@ -650,6 +652,65 @@ _RANDOM_AND_OPTIM = [
     ),
 ]
 
+# autodiff.gemm_epilogue_grad: one launch (the split-K kernel with the backward epilogue)
+# for products up to SPLIT_K_MAX_OUTPUTS outputs; for every other matmul kernel, a
+# "composite" entry of two launches on one stream: that product kernel into dZ, then
+# epilogue_grad in place. A composite copies its product's flags, constraints and
+# priority, so the selector ranks the composites as it ranks the products: a large
+# gemm_epilogue_grad runs the product the unfused program would run (COMPOSITE_PRODUCTS).
+_BGRAD = "autodiff.gemm_epilogue_grad"
+_BGRAD_ABI = (*_GEMM_ABI, ("splits", "int32_t"), ("k_chunk", "int32_t"))
+_EPILOGUE_GRAD_ABI = (("M", "int32_t"), ("N", "int32_t"), ("act", "int32_t"))
+EPILOGUE_GRAD_KERNEL = "cuda.epilogue_grad_f32"
+"""The kernel that a composite gemm_epilogue_grad runs after its product."""
+
+_ONE_LAUNCH_EPILOGUE_GRADS = [
+    KernelSpec(
+        name=f"cuda.gemm_epilogue_grad_splitk_{suffix}",
+        op=_BGRAD,
+        family="cuda",
+        dtypes=F32,
+        transposes=(pair,),
+        constraints=Constraints(activations=EPILOGUE_ACTIVATIONS, max_numel=SPLIT_K_MAX_OUTPUTS),
+        flags=frozenset({"fused", "one_launch_epilogue_grad", "split_k", "workspace"}),
+        abi=_BGRAD_ABI,
+        source="gemm_small.cu",
+        symbol=f"aicfc_gemm_epilogue_grad_f32_{suffix}",
+        launcher="gemm_small:launch_gemm_epilogue_grad",
+    )
+    for suffix, pair in _PAIRS.items()
+]
+
+
+def _composite(product: KernelSpec) -> KernelSpec:
+    library = "library" in product.flags
+    return KernelSpec(
+        name=product.name.replace("cuda.matmul_", "cuda.gemm_epilogue_grad_", 1),
+        op=_BGRAD,
+        family="cuda",
+        dtypes=product.dtypes,
+        transposes=product.transposes,
+        constraints=replace(product.constraints, activations=EPILOGUE_ACTIVATIONS),
+        flags=(product.flags - {"workspace"}) | {"composite"},
+        abi=() if library else _EPILOGUE_GRAD_ABI,
+        source=None if library else "reduce.cu",
+        symbol=None if library else "aicfc_epilogue_grad_f32",
+        launcher="cublaslt:launch_cublaslt_then_epilogue_grad"
+        if library
+        else "reduce:launch_gemm_then_epilogue_grad",
+        priority=product.priority,
+    )
+
+
+_PRODUCTS = [
+    k for k in (*_GEMMS, *_CUBLASLT) if not k.flags & {"fused", "split_k", "batched"}
+]  # the single matmul entries (a gemm_epilogue's are "fused"); the split-K one's range is the
+# one-launch kernel's
+_COMPOSITE_EPILOGUE_GRADS = [_composite(k) for k in _PRODUCTS]
+COMPOSITE_PRODUCTS: dict[str, str] = {
+    c.name: k.name for c, k in zip(_COMPOSITE_EPILOGUE_GRADS, _PRODUCTS, strict=True)
+}
+"""A composite gemm_epilogue_grad entry -> the product kernel it runs first."""
 # --- the transformer's kernels (issue 12): layer norm, embedding, attention, the
 # cross-entropy of a language model's head, and the layout ops of the unfused path ---
 
@@ -810,6 +871,8 @@ KERNELS: tuple[KernelSpec, ...] = (
     *_GEMMS,
     *_CUBLASLT,
     *_CUBLASLT_SPLIT,
+    *_ONE_LAUNCH_EPILOGUE_GRADS,
+    *_COMPOSITE_EPILOGUE_GRADS,
     *_ELEMENTWISE,
     *_CASTS,
     *_AMP,

@@ -8,20 +8,21 @@ their planned destination through BLAS, epilogues, activation gradients and
 optimizer updates in place, reductions and losses into preallocated results. No
 step allocates an array. Each names its launcher, "<module>:<function>" of
 runtime/numpy/kernels/<module>.py (one module per kernel family: gemm,
-elementwise, reduce, loss, optim, layout), the function that binds a launch to its
-arrays once, at load. Activations come from the activation table
-(dialects/activation_table.py): each row's op and gradient op get an `_out` kernel, the
-epilogue ones are the GEMM epilogue's, so a new row needs its two functions in
-runtime/numpy/kernels/elementwise.py (`ACTIVATIONS`, `ACTIVATION_GRADS`).
+elementwise, reduce, norm, attention, loss, optim, layout, embedding), the
+function that binds a launch to its arrays once, at load. Activations come from the
+activation table (dialects/activation_table.py): each row's op and gradient op get an
+`_out` kernel, the epilogue ones are the GEMM epilogue's, so a new row needs its two
+functions in runtime/numpy/kernels/elementwise.py (`ACTIVATIONS`, `ACTIVATION_GRADS`).
 
 They compute what the reference computes, in its order of operations, so their
 results are bitwise the reference's (test/python/runtime/test_numpy_kernels.py);
 the selector prefers them by `priority`. They take float32 and float64 (and the
-integer dtypes where NumPy's integer arithmetic is the reference's); float16 and
-the ops without a row here (dropout, softmax and their gradients, and the training
-loop's ops: lr_schedule and accumulation_step on scalars, clip_grad_norm and
-accumulate_grad) run the reference kernel. The optimizer kernels read their
-hyperparameters, gradient scale and apply flag from their operands at every step.
+integer dtypes where NumPy's integer arithmetic is the reference's); float16,
+attention with dropout and the ops without a row here (dropout, softmax, scale,
+causal_mask and their gradients, and the training loop's ops: lr_schedule and
+accumulation_step on scalars, clip_grad_norm and accumulate_grad) run the
+reference kernel. The optimizer kernels read their hyperparameters, gradient
+scale and apply flag from their operands at every step.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ PRIORITY = 10
 _FLOATS = ("f32", "f64")
 _NUMBERS = ("f32", "f64", "i32", "i64")
 _LABELS = Constraints(operand_dtypes=((1, ("i32", "i64")),))
+_IDS = Constraints(operand_dtypes=((0, ("i32", "i64")),))
 _NO = Constraints()
 
 
@@ -61,6 +63,11 @@ KERNELS: tuple[KernelSpec, ...] = (
         "gemm:gemm_epilogue",
         constraints=Constraints(activations=("none", *EPILOGUE_ACTIVATIONS)),
     ),
+    _out(
+        "autodiff.gemm_epilogue_grad",
+        "gemm:gemm_epilogue_grad",
+        constraints=Constraints(activations=EPILOGUE_ACTIVATIONS),
+    ),
     # elementwise: every activation of the activation table and its gradient
     _out("graph.bias_add", "elementwise:bias_add"),
     _out("graph.add", "elementwise:add", _NUMBERS),
@@ -75,6 +82,16 @@ KERNELS: tuple[KernelSpec, ...] = (
     ),
     # reduce
     _out("graph.reduce_sum", "reduce:reduce_sum", _NUMBERS),
+    # norm: the statistics into their outputs, the terms in work arrays
+    _out("graph.layer_norm", "norm:layer_norm"),
+    _out("graph.add_layer_norm", "norm:add_layer_norm"),
+    _out("autodiff.layer_norm_grad", "norm:layer_norm_grad"),
+    # attention without dropout: the scores and probabilities in work arrays
+    _out("graph.scaled_dot_product_attention", "attention:scaled_dot_product_attention"),
+    _out(
+        "autodiff.scaled_dot_product_attention_grad",
+        "attention:scaled_dot_product_attention_grad",
+    ),
     # loss
     _out("graph.cross_entropy", "loss:cross_entropy", constraints=_LABELS),
     _out("autodiff.cross_entropy_grad", "loss:cross_entropy_grad", constraints=_LABELS),
@@ -88,4 +105,9 @@ KERNELS: tuple[KernelSpec, ...] = (
     _out("graph.reshape", "layout:reshape", _NUMBERS),
     _out("graph.transpose", "layout:transpose", _NUMBERS),
     _out("graph.broadcast_to", "layout:broadcast_to", _NUMBERS),
+    _out("graph.split", "layout:split", _NUMBERS),
+    _out("graph.concat", "layout:concat", _NUMBERS),
+    # embedding: a gather into the result, the gradient's scatter-add in index order
+    _out("graph.embedding", "embedding:embedding", constraints=_IDS),
+    _out("autodiff.embedding_grad", "embedding:embedding_grad", constraints=_LABELS),
 )

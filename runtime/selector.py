@@ -327,6 +327,11 @@ SCORE_RULES: tuple[ScoreRule, ...] = (
         lambda s, p, cap: "skinny" in s.flags and _small(p),
     ),
     ScoreRule(
+        "a small backward product and its epilogue in one launch, not two dependent ones",
+        30,
+        lambda s, p, cap: "one_launch_epilogue_grad" in s.flags and _small(p),
+    ),
+    ScoreRule(
         "split-K kernel for a small product with few tiles and a long K",
         10,
         lambda s, p, cap: "split_k" in s.flags and _split_k_pays(p),
@@ -369,7 +374,10 @@ fp32: small skinny products go to the skinny kernel (16 + 4 + 2), small ones wit
 tiles and a long K to split-K (10 + 2) over cuBLASLt (8 + 2, priority 10), the rest
 to cuBLASLt over our 128x128 tile (4 + 2); with TF32 allowed, products that fill the
 tensor-core tiles (M, N >= 64, K >= 32) go to cuBLASLt TF32 (20 + 5 + 8 + 2) or,
-without nvmath, our WMMA kernel. A batch of products (rank >= 3 operands that do not fold
+without nvmath, our WMMA kernel. A small gemm_epilogue_grad (the backward's dX product
+with its epilogue) goes to the one-launch split-K kernel (30 + 2, over cuBLASLt TF32 and
+then epilogue_grad, 20 + 5 + 8): at that size the dependent second launch costs more than
+tensor cores save. A batch of products (rank >= 3 operands that do not fold
 into one product) goes to our batched 64x64 tile kernel while the whole batch is small
 (10), else to cuBLASLt's strided-batched matmul (8). A gemm_epilogue with GELU or SiLU
 (no cuBLASLt epilogue) goes to the split cuBLASLt entry from SPLIT_EPILOGUE_MIN_MACS up

@@ -287,20 +287,23 @@ def check_labels(
 ) -> None:
     """RunError for labels outside [0, C) or token ids outside [0, V) (the API's checks; the
     kernel would index past C or V)."""
-    for bounds, what in ((classes, "labels"), (ids or {}, "ids")):
+    rules = (
+        (
+            classes,
+            "labels",
+            "for {} classes (the last dim of the logits of the cross-entropy it feeds)",
+        ),
+        (ids or {}, "ids", "(the {} rows of the embedding table it indexes)"),
+    )
+    for bounds, what, why in rules:
         for name, c in bounds.items():
             given = values.get(name)
             if given is None or given.size == 0 or not np.issubdtype(given.dtype, np.integer):
                 continue
             lo, hi = int(given.min()), int(given.max())
             if lo < 0 or hi >= c:
-                why = (
-                    f"for {c} classes (the last dim of the logits of the cross-entropy it feeds)"
-                    if what == "labels"
-                    else f"(the {c} rows of the embedding table it indexes)"
-                )
                 raise RunError(
-                    f'input "{name}": {what} must be in [0, {c}) {why}, '
+                    f'input "{name}": {what} must be in [0, {c}) {why.format(c)}, '
                     f"got values from {lo} to {hi}"
                 )
 

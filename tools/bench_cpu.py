@@ -1,6 +1,6 @@
 """Per-step latency of a train step on the CPU: aicfc's NumPy backend vs PyTorch CPU.
 
-    python tools/bench_cpu.py [--configs digits,mnist,wide] [--threads N] [--runs 9]
+    python tools/bench_cpu.py [--configs digits,mnist,wide,gpt-tiny] [--threads N] [--runs 9]
         [--frameworks aicfc,aicfc-reference,torch-eager,torch-fused,torch-compile]
         [--profile] [--json out.json]
 
@@ -9,9 +9,12 @@ cross-entropy; Adam, lr 1e-3):
     digits  64,  64-128-128-10      (the README's digits MLP)
     mnist   128, 784-256-256-10
     wide    256, 1024-1024-1024-10
-The GPT configurations of the transformer issue (issue 11) join `CONFIGS` as
-`Config(kind="gpt", ...)` once aicfc.nn can build them: `BUILDERS` maps a kind to
-its aicfc and torch model builders, and nothing else here changes.
+and one GPT (aicfc.models.GPT against tools/bench_gpt_step.py's nanoGPT module, its
+`init_weights` and its batch of random token ids; AdamW lr 1e-3, weight decay 0.1 on
+every parameter, dropout 0):
+    gpt-tiny  batch 32, T 64, 2 layers, d_model 128, 4 heads, vocabulary 96 (the
+              character corpus of examples/train_char_gpt.py)
+`KINDS` maps a config's kind to its models, data and optimizers.
 
 Frameworks, one process, the same data and initial weights, the same thread count
 (NumPy's BLAS through threadpoolctl and torch.set_num_threads, both `--threads`,
@@ -23,19 +26,23 @@ default: the cores this process may use):
     aicfc-reference  the same program on NumpyBackend(reference=True): every launch on
                      its op's reference function (what the backend ran before the
                      `_out` kernels)
-    torch-eager      torch.nn + F.cross_entropy + torch.optim.Adam (its CPU default:
-                     the single-tensor loop)
-    torch-fused      the same with torch.optim.Adam(fused=True) (one fused CPU kernel)
-    torch-compile    torch.compile(model) (inductor, C++ on the CPU) with eager Adam;
+    torch-eager      torch.nn + F.cross_entropy + torch.optim.Adam (AdamW for the GPT;
+                     its CPU default: the single-tensor loop)
+    torch-fused      the same with fused=True (one fused CPU kernel)
+    torch-compile    torch.compile(model) (inductor, C++ on the CPU) with the eager optimizer;
                      the compile time is reported, and a compile that fails or runs past
                      --compile-limit seconds is reported as such
 
 Timing: after warm-up, `--runs` rounds; each round times `steps` consecutive steps of
 every framework in turn (round-robin, so a change in the machine's load hits all of
 them alike); the table shows the median round, per step. `vs eager` divides by
-torch-eager's median. `alloc` is the tracemalloc peak above the level before one
-warmed-up `Executable.run` (NumPy's arrays and Python objects; torch's CPU allocator
-is invisible to tracemalloc) and the bytes still held after it. The load average is
+torch-eager's median. `cpu us` is the process's CPU time per step (time.process_time,
+every thread), the median round: on a machine shared past its cores the wall time
+mostly measures the wait for a core, the CPU time the work. `loss 1` is the first
+step's loss (the same weights and batch: equal across frameworks to float32
+rounding). `alloc` is the tracemalloc peak above the level before one warmed-up
+`Executable.run` (NumPy's arrays and Python objects; torch's CPU allocator is
+invisible to tracemalloc) and the bytes still held after it. The load average is
 printed before and after: the machine is shared.
 
 `--profile` prints, for each config, the aicfc step's time per kernel (each bound step
@@ -62,37 +69,48 @@ from typing import Any
 
 import numpy as np
 
+from aicfc.models.text import VOCAB
 from aicfc.runtime.files import write_text
+from aicfc.tools import bench_gpt_step as gpt_step
 from aicfc.tools.bench_train_step import init_weights
 from aicfc.tools.bench_train_step import make_data as train_step_data
 
 LR = 1e-3
+GPT_WEIGHT_DECAY = 0.1
 FRAMEWORKS = ("aicfc", "aicfc-reference", "torch-eager", "torch-fused", "torch-compile")
 
 
 @dataclass(frozen=True)
 class Config:
-    """A benchmark configuration: `kind` selects its builders (BUILDERS)."""
+    """A benchmark configuration: `kind` selects its builders (KINDS); an MLP's layer
+    widths, or a GPT's shape (tools/bench_gpt_step.py's Config)."""
 
     batch: int
-    widths: tuple[int, ...]
+    widths: tuple[int, ...] = ()
     kind: str = "mlp"
     steps: int = 20
     """Steps per timed round."""
+    gpt: Any = None
 
 
 CONFIGS: dict[str, Config] = {
     "digits": Config(64, (64, 128, 128, 10), steps=200),
     "mnist": Config(128, (784, 256, 256, 10), steps=40),
     "wide": Config(256, (1024, 1024, 1024, 10), steps=8),
-    # issue 11: the GPT configs, e.g. "gpt-tiny": Config(batch, (...), kind="gpt")
+    "gpt-tiny": Config(32, kind="gpt", steps=2, gpt=gpt_step.Config(2, 128, 4, 64, 32, len(VOCAB))),
 }
 
 
-def make_data(config: Config) -> tuple[np.ndarray, np.ndarray]:
+def mlp_data(config: Config) -> tuple[np.ndarray, np.ndarray]:
     """tools/bench_train_step.py's batch (labels int64, as torch takes them)."""
     x, y = train_step_data(config.batch, config.widths)
     return x, y.astype(np.int64)
+
+
+def gpt_data(config: Config) -> tuple[np.ndarray, np.ndarray]:
+    """tools/bench_gpt_step.py's token ids [B, T] and next-token targets (int64)."""
+    x, y = gpt_step.make_batch(config.gpt)
+    return x.astype(np.int64), y.astype(np.int64)
 
 
 # ----------------------------------------------------------------------------
@@ -130,11 +148,43 @@ def torch_mlp(config: Config) -> Any:
     return torch.nn.Sequential(*layers)
 
 
-BUILDERS: dict[str, tuple[Callable[[Config], Any], Callable[[Config], Any]]] = {
-    "mlp": (aicfc_mlp, torch_mlp),
-    # "gpt": (aicfc_gpt, torch_gpt),  issue 11
+def aicfc_gpt(config: Config) -> Any:
+    from aicfc.models.gpt import GPT, GPTConfig
+
+    c = config.gpt
+    return GPT(GPTConfig(c.vocab, c.block, c.layers, c.heads, c.d_model, 0.0, True))
+
+
+def torch_gpt(config: Config) -> Any:
+    return gpt_step.torch_gpt(config.gpt, 0.0, device="cpu")
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How a kind of config builds its models (from the same initial weights), data and
+    optimizers: `weights` is None where the aicfc model's builder loads them itself."""
+
+    aicfc_model: Callable[[Config], Any]
+    torch_model: Callable[[Config], Any]
+    data: Callable[[Config], tuple[np.ndarray, np.ndarray]]
+    weights: Callable[[Config], dict[str, np.ndarray]] | None
+    weight_decay: float
+    """0: Adam; otherwise AdamW with this decoupled weight decay on every parameter."""
+    torch_takes_targets: bool
+    """The torch module's forward(x, y) returns the loss (else F.cross_entropy(net(x), y))."""
+
+
+KINDS: dict[str, Kind] = {
+    "mlp": Kind(aicfc_mlp, torch_mlp, mlp_data, None, 0.0, False),
+    "gpt": Kind(
+        aicfc_gpt,
+        torch_gpt,
+        gpt_data,
+        lambda c: gpt_step.init_weights(c.gpt),
+        GPT_WEIGHT_DECAY,
+        True,
+    ),
 }
-"""kind -> (aicfc model builder, torch model builder), from the same `init_weights`."""
 
 
 # ----------------------------------------------------------------------------
@@ -155,19 +205,29 @@ def aicfc_bench(config: Config, reference: bool) -> Bench:
     from aicfc.program import Program
     from aicfc.runtime.numpy.backend import NumpyBackend
 
-    x, y = make_data(config)
-    model = BUILDERS[config.kind][0](config)
+    kind = KINDS[config.kind]
+    x, y = kind.data(config)
+    model = kind.aicfc_model(config)
     backend = NumpyBackend(reference=True) if reference else NumpyBackend()  # (runs on older trees)
-    prog = Program(model, "cross_entropy", optim.Adam(lr=LR), backend)
-    for _ in range(3):
+    wd = kind.weight_decay
+    opt = optim.AdamW(lr=LR, weight_decay=wd) if wd else optim.Adam(lr=LR)
+    prog = Program(model, "cross_entropy", opt, backend)
+    if kind.weights is not None:
+        prog.load_state_dict(kind.weights(config), strict=False)
+    first_loss = float(prog.step(x, y))
+    for _ in range(2):
         prog.step(x, y)
     exe: Any = prog.executable()  # a NumpyExecutable (its `runs`, `plan`, `steps`)
-    inputs = {"x": x, "y": y.astype(exe.inputs["y"].dtype)}
+    inputs = {k: v.astype(exe.inputs[k].dtype) for k, v in (("x", x), ("y", y))}
     t0 = time.perf_counter()
     for _ in range(config.steps):
         prog.step(x, y)
     api = (time.perf_counter() - t0) / config.steps
-    extra = {"program_step_seconds": api, "alloc": allocations(lambda: exe.run(inputs))}
+    extra = {
+        "program_step_seconds": api,
+        "alloc": allocations(lambda: exe.run(inputs)),
+        "first_loss": first_loss,
+    }
     runs = getattr(exe, "runs", None)  # what each step runs (absent before the _out kernels)
     if runs is not None:
         extra["bound"] = sum(r not in ("reference", "copy") for r in runs)
@@ -181,22 +241,30 @@ def torch_bench(config: Config, mode: str, compile_limit: float) -> Bench:
     import torch
     import torch.nn.functional as F
 
-    xn, yn = make_data(config)
+    kind = KINDS[config.kind]
+    xn, yn = kind.data(config)
     x, y = torch.from_numpy(xn), torch.from_numpy(yn)
-    model = BUILDERS[config.kind][1](config)
-    opt = torch.optim.Adam(model.parameters(), lr=LR, fused=mode == "fused")
+    model = kind.torch_model(config)
+    fused, wd = mode == "fused", kind.weight_decay
+    opt: Any = (
+        torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=wd, fused=fused)
+        if wd
+        else torch.optim.Adam(model.parameters(), lr=LR, fused=fused)
+    )
     net = torch.compile(model) if mode == "compile" else model
 
-    def step() -> None:
+    def step() -> Any:
         opt.zero_grad(set_to_none=True)
-        loss: Any = F.cross_entropy(net(x), y)
+        loss: Any = net(x, y) if kind.torch_takes_targets else F.cross_entropy(net(x), y)
         loss.backward()
         opt.step()
+        return loss
 
     extra: dict[str, Any] = {}
     t0 = time.perf_counter()
-    step()  # compiles for torch-compile
+    first = step()  # compiles for torch-compile
     extra["first_step_seconds"] = time.perf_counter() - t0
+    extra["first_loss"] = float(first.detach())
     if mode == "compile" and extra["first_step_seconds"] > compile_limit:
         raise TimeoutError(
             f"compiling took {extra['first_step_seconds']:.0f} s, past --compile-limit"
@@ -229,16 +297,20 @@ def make_bench(fw: str, config: Config, compile_limit: float) -> Bench:
     return torch_bench(config, mode, compile_limit)
 
 
-def time_round_robin(benches: dict[str, Bench], steps: int, runs: int) -> dict[str, list[float]]:
-    """Seconds per step of each bench, one sample per round, frameworks in turn."""
-    samples: dict[str, list[float]] = {fw: [] for fw in benches}
+def time_round_robin(
+    benches: dict[str, Bench], steps: int, runs: int
+) -> dict[str, tuple[list[float], list[float]]]:
+    """Wall and CPU (this process's, every thread) seconds per step of each bench, one
+    sample of each per round, frameworks in turn."""
+    samples: dict[str, tuple[list[float], list[float]]] = {fw: ([], []) for fw in benches}
     for _ in range(runs):
         for fw, bench in benches.items():
             step = bench.step
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for _ in range(steps):
                 step()
-            samples[fw].append((time.perf_counter() - t0) / steps)
+            samples[fw][0].append((time.perf_counter() - t0) / steps)
+            samples[fw][1].append((time.process_time() - c0) / steps)
     return samples
 
 
@@ -348,8 +420,9 @@ def main(argv: list[str] | None = None) -> int:
                     row.update(
                         {k: v for k, v in extra.items() if k not in ("executable", "inputs")}
                     )
-                    row["samples"] = samples[fw]
-                    row["seconds"] = statistics.median(samples[fw])
+                    row["samples"], row["cpu_samples"] = samples[fw]
+                    row["seconds"] = statistics.median(samples[fw][0])
+                    row["cpu_seconds"] = statistics.median(samples[fw][1])
                 results.append(row)
                 status = row.get("error") or f"{row['seconds'] * 1e6:.1f} us"
                 print(f"[{name} {fw}] {status}", flush=True)
@@ -370,19 +443,22 @@ def main(argv: list[str] | None = None) -> int:
         )  # atomically
     print()
     print(
-        f"{'config':>7} {'framework':>16} {'us/step':>9} {'vs eager':>8} "
-        f"{'Program.step':>12} {'alloc peak':>11} {'kept':>7}  note"
+        f"{'config':>8} {'framework':>16} {'us/step':>9} {'vs eager':>8} {'cpu us':>9} "
+        f"{'cpu vs':>6} {'Program.step':>12} {'alloc peak':>11} {'kept':>7} {'loss 1':>8}  note"
     )
     for name in args.configs.split(","):
         rows = [r for r in results if r["config"] == name]
-        eager = next(
-            (r["seconds"] for r in rows if r["framework"] == "torch-eager" and "seconds" in r), None
+        eager_row = next(
+            (r for r in rows if r["framework"] == "torch-eager" and "seconds" in r), None
         )
+        eager = eager_row["seconds"] if eager_row else None
+        eager_cpu = eager_row["cpu_seconds"] if eager_row else None
         for r in rows:
             if "seconds" not in r:
-                print(f"{name:>7} {r['framework']:>16}  {r['error'][:80]}")
+                print(f"{name:>8} {r['framework']:>16}  {r['error'][:80]}")
                 continue
             ratio = f"{r['seconds'] / eager:8.2f}" if eager else " " * 8
+            cpu_ratio = f"{r['cpu_seconds'] / eager_cpu:6.2f}" if eager_cpu else " " * 6
             api = (
                 f"{r['program_step_seconds'] * 1e6:12.1f}"
                 if "program_step_seconds" in r
@@ -397,8 +473,9 @@ def main(argv: list[str] | None = None) -> int:
             elif r["framework"] == "torch-compile":
                 note = f"first step (compile) {r['first_step_seconds']:.1f} s"
             print(
-                f"{name:>7} {r['framework']:>16} {r['seconds'] * 1e6:9.1f} {ratio} {api} "
-                f"{peak} {kept}  {note}"
+                f"{name:>8} {r['framework']:>16} {r['seconds'] * 1e6:9.1f} {ratio} "
+                f"{r['cpu_seconds'] * 1e6:9.1f} {cpu_ratio} {api} "
+                f"{peak} {kept} {r['first_loss']:8.5f}  {note}"
             )
     return 0
 

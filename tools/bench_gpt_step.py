@@ -233,11 +233,18 @@ def time_program(prog: Any, name: str, quick: bool) -> dict[str, Any]:
 def bench_aicfc(name: str, precision: str, args: argparse.Namespace) -> dict[str, Any]:
     import cupy
 
-    c = CONFIGS[name]
     pool = cupy.get_default_memory_pool()
     release_memory()
     base = pool.total_bytes()
-    cache = tempfile.mkdtemp(prefix="aicfc-bench-cache-")
+    with tempfile.TemporaryDirectory(prefix="aicfc-bench-cache-") as cache:
+        return _bench_aicfc(name, precision, args, cache, pool, base)
+
+
+def _bench_aicfc(
+    name: str, precision: str, args: argparse.Namespace, cache: str, pool: Any, base: int
+) -> dict[str, Any]:
+    """bench_aicfc's row, with `cache` the compile cache its programs share (removed after)."""
+    c = CONFIGS[name]
     prog, compile_s, entry, loss = first_step(c, precision, args.dropout, cache)
     row = time_program(prog, name, args.quick)
     row |= {
@@ -253,7 +260,8 @@ def bench_aicfc(name: str, precision: str, args: argparse.Namespace) -> dict[str
     release_memory()
     if precision == "fp32" and (not args.quick or name == "nanogpt-char"):  # fresh processes: an
         # empty compile cache, then this row's (CuPy's kernel cache is warm in both)
-        cold = compile_probe(name, precision, cache_dir=tempfile.mkdtemp(prefix="aicfc-cold-"))
+        with tempfile.TemporaryDirectory(prefix="aicfc-cold-") as empty:
+            cold = compile_probe(name, precision, cache_dir=empty)
         warm = compile_probe(name, precision, cache_dir=cache)
         row["process_compile_seconds"] = cold["seconds"]
         row["process_cached_compile_seconds"] = warm["seconds"]
@@ -308,7 +316,9 @@ def profile_aicfc(name: str, precision: str, dropout: float) -> list[tuple[str, 
 # ----------------------------------------------------------------------------
 
 
-def torch_gpt(c: Config, dropout: float) -> Any:
+def torch_gpt(c: Config, dropout: float, device: str = "cuda") -> Any:
+    """nanoGPT's module with `init_weights(c)`, on `device` ("cuda", or "cpu" for
+    tools/bench_cpu.py); forward(idx, targets) returns the mean cross-entropy."""
     import torch
     import torch.nn.functional as F
     from torch import nn
@@ -357,7 +367,7 @@ def torch_gpt(c: Config, dropout: float) -> Any:
     model = GPT()
     state = {k: torch.from_numpy(v) for k, v in init_weights(c).items()}
     model.load_state_dict({**state, "lm_head.weight": state["transformer.wte.weight"]})
-    return model.cuda()
+    return model.cuda() if device == "cuda" else model.to(device)
 
 
 def bench_torch(name: str, precision: str, mode: str, args: argparse.Namespace) -> dict[str, Any]:

@@ -18,6 +18,13 @@ Frameworks, one process, one GPU, the same data:
     aicfc-graph     aicfc.Program on CupyBackend: the whole step is one CUDA graph
                     (kernels by the selector's rules; no autotune cache) whose
                     independent launches are parallel branches (runtime/schedule.py)
+    aicfc-first     the same with the pipeline of the first measured graph: arena reuse
+                    by program order (aicfc-plan-memory{branches=false}), no
+                    gemm_epilogue_grad fusion, no aicfc-hoist-updates, device-input
+                    copies outside the graph (issue 14's "before", in the same run)
+    aicfc-plan      aicfc-first with the branch-aware memory plan (change 1)
+    aicfc-fused     aicfc-plan with the dX products fused into the backward
+                    epilogues (gemm_epilogue_grad; change 2, without the hoisted updates)
     aicfc-loop      aicfc-graph with the training loop inside the graph: a warm-up-then-
                     cosine SequentialLR and clip_grad_norm_(1.0) (aicfc/training.py); the
                     table's last lines give its cost over aicfc-graph, same process:
@@ -76,6 +83,9 @@ CONFIGS = {
     "large": (8192, (4096, 8192, 8192, 4096)),
 }
 FRAMEWORKS = (
+    "aicfc-first",
+    "aicfc-plan",
+    "aicfc-fused",
     "aicfc-graph",
     "aicfc-loop",
     "aicfc-chain",
@@ -178,6 +188,28 @@ def torch_timer(enqueue: Callable[[], None], steps: int) -> list[float]:
 # ----------------------------------------------------------------------------
 
 
+VARIANTS = ("first", "plan", "fused")
+"""Pipelines of the earlier rows of issue 14's table (see the module docstring)."""
+
+
+def variant_steps(steps: tuple[Any, ...], variant: str) -> tuple[Any, ...]:
+    """The train pipeline `steps` as `variant` ran it: "first", "plan", "fused" or ""."""
+    from aicfc.passes.pipelines import Step
+
+    if not variant:
+        return steps
+    out = []
+    for step in steps:
+        if step.stage == "hoisted":
+            continue
+        if step.stage == "fused-backward" and variant in ("first", "plan"):
+            step = Step(step.stage, "aicfc-fuse{exclude=gemm_epilogue_grad}")
+        if step.stage == "planned" and variant == "first":
+            step = Step(step.stage, "aicfc-plan-memory{branches=false}")
+        out.append(step)
+    return tuple(out)
+
+
 def loop_options(steps: int) -> Any:
     """The training loop of the aicfc-loop row: 10% warm-up then cosine over `steps`
     updates, and clip_grad_norm_(1.0)."""
@@ -201,6 +233,7 @@ def aicfc_program(
     graph: bool,
     autotune_cache: str = "",
     streams: int = 4,
+    variant: str = "",
     options: Any = None,
 ) -> Any:
     from aicfc import optim
@@ -214,10 +247,17 @@ def aicfc_program(
         graph_streams=streams,
     )
     low = precision if precision in ("bf16", "fp16") else "fp32"
-    model = mlp_model(widths)
-    return Program(
-        model, "cross_entropy", optim.Adam(lr=LR), backend, precision=low, options=options
+    prog = Program(
+        mlp_model(widths),
+        "cross_entropy",
+        optim.Adam(lr=LR),
+        backend,
+        precision=low,
+        options=options,
     )
+    # A benchmark's override of the pipeline, before anything is compiled (not an API).
+    prog._steps = variant_steps(prog._steps, variant)
+    return prog
 
 
 def mlp_model(widths: tuple[int, ...]) -> Any:
@@ -240,18 +280,23 @@ def bench_aicfc(
     graph: bool,
     autotune_cache: str = "",
     streams: int = 4,
+    variant: str = "",
     training_loop: bool = False,
 ) -> dict[str, Any]:
     import cupy
 
+    from aicfc.runtime.cuda.step_io import InGraphCopies
     from aicfc.runtime.schedule import longest_chain
 
     batch, widths = CONFIGS[config]
     x, y = make_data(batch, widths)
     xd, yd = cupy.asarray(x), cupy.asarray(y)
     options = loop_options(100 * steps_for(config)) if training_loop else None
-    prog = aicfc_program(widths, precision, graph, autotune_cache, streams, options)
-    # compile, warm up (eager), capture the device-input graph
+    prog = aicfc_program(widths, precision, graph, autotune_cache, streams, variant, options)
+    if variant == "first":  # device-input copies outside the graph, as before
+        prog.executable("train_step", batch).in_graph_copies = InGraphCopies(max_captures=0)
+    # compile, warm up (eager), capture the device-input graph (the third step: the
+    # first with the same device addresses twice, so its copies are graph nodes)
     losses = [float(prog.step(xd, yd, sync=False)) for _ in range(3)]
     exe = prog.executable()
     stream = prog.backend.stream
@@ -312,7 +357,7 @@ def bench_aicfc_tuned(config: str, precision: str) -> dict[str, Any]:
 
 
 def profile_aicfc(
-    config: str, precision: str, rounds: int = 20
+    config: str, precision: str, rounds: int = 20, variant: str = ""
 ) -> tuple[list[tuple[str, float]], dict[str, float]]:
     """Median device microseconds of each node of the aicfc step, in order, and the
     step's dependency structure timed with them.
@@ -335,7 +380,7 @@ def profile_aicfc(
 
     batch, widths = CONFIGS[config]
     x, y = make_data(batch, widths)
-    prog = aicfc_program(widths, precision, graph=False)
+    prog = aicfc_program(widths, precision, graph=False, variant=variant)
     xd, yd = cupy.asarray(x), cupy.asarray(y.astype(np.int32))
     prog.step(xd, yd)
     exe = prog.executable()
@@ -517,8 +562,90 @@ def bench_jax(config: str, precision: str) -> dict[str, Any]:
 # Driver
 # ----------------------------------------------------------------------------
 
+COLUMNS = (
+    ("config", 7),
+    ("prec", 5),
+    ("framework", 14),
+    ("us/step", 8),
+    ("nodes", 5),
+    ("chain", 5),
+    ("step(dev)", 9),
+    ("dev-replay", 10),
+    ("step() us", 9),
+    ("vs best", 7),
+    ("floor us", 8),
+    ("TFLOP/s", 7),
+)
+"""The table's columns: the replayed step (us/step), the captured graph's nodes and
+longest chain of dependent nodes, the `step(x_dev, y_dev, sync=False)` loop and what it
+adds to the replay, one synchronous step with host data, the ratio to the fastest peer
+(torch, JAX) of the same config and precision, the floor from the counted FLOPs and
+bytes at the given ceilings, and the achieved rate."""
+
+
+def table_row(r: dict[str, Any], best: float | None) -> list[str]:
+    """The cells of result row `r` (blank where a framework has no such figure)."""
+    us = r["seconds"] * 1e6
+    g = r.get("graph", {})
+    dev = r.get("device_loop_seconds")
+    sync = r.get("step_seconds")
+    return [
+        r["config"],
+        r["precision"],
+        r["framework"],
+        f"{us:.1f}",
+        str(g.get("nodes", "")),
+        str(g.get("longest_chain", "")),
+        f"{dev * 1e6:.1f}" if dev else "",
+        f"{dev * 1e6 - us:.1f}" if dev else "",
+        f"{sync * 1e6:.1f}" if sync else "",
+        f"{r['seconds'] / best:.2f}" if best else "",
+        f"{r['floor_seconds'] * 1e6:.1f}",
+        f"{r['flops'] / r['seconds'] / 1e12:.2f}",
+    ]
+
+
+def table(
+    results: list[dict[str, Any]], configs: list[str], precisions: list[str], markdown: bool
+) -> str:
+    """The results as an aligned text table, or as Markdown rows for BENCHMARKS.md."""
+    lines = []
+    if markdown:
+        lines.append("| " + " | ".join(name for name, _ in COLUMNS) + " |")
+        lines.append("|" + "|".join(" ---: " for _ in COLUMNS) + "|")
+    else:
+        lines.append(" ".join(f"{name:>{w}}" for name, w in COLUMNS))
+    for config in configs:
+        for precision in precisions:
+            rows = [r for r in results if r["config"] == config and r["precision"] == precision]
+            peers = [
+                r["seconds"]
+                for r in rows
+                if "seconds" in r and not r["framework"].startswith("aicfc")
+            ]
+            best = min(peers) if peers else None
+            for r in rows:
+                if "seconds" not in r:
+                    cells = [config, precision, r["framework"], r["error"][:70]]
+                    cells += [""] * (len(COLUMNS) - len(cells))
+                else:
+                    cells = table_row(r, best)
+                if markdown:
+                    lines.append("| " + " | ".join(cells) + " |")
+                elif "seconds" not in r:
+                    lines.append(f"{config:>7} {precision:>5} {r['framework']:>14}  {cells[3]}")
+                else:
+                    lines.append(
+                        " ".join(f"{c:>{w}}" for c, (_, w) in zip(cells, COLUMNS, strict=True))
+                    )
+    return "\n".join(lines)
+
+
 RUNNERS: dict[str, Callable[[str, str], dict[str, Any]]] = {
     "aicfc-graph": lambda c, t: bench_aicfc(c, t, graph=True),
+    "aicfc-first": lambda c, t: bench_aicfc(c, t, graph=True, variant="first"),
+    "aicfc-plan": lambda c, t: bench_aicfc(c, t, graph=True, variant="plan"),
+    "aicfc-fused": lambda c, t: bench_aicfc(c, t, graph=True, variant="fused"),
     "aicfc-loop": lambda c, t: bench_aicfc(c, t, graph=True, training_loop=True),
     "aicfc-chain": lambda c, t: bench_aicfc(c, t, graph=True, streams=1),
     "aicfc-tuned": bench_aicfc_tuned,
@@ -562,25 +689,39 @@ def main(argv: list[str] | None = None) -> int:
         "--profile", action="store_true", help="only print the aicfc step's per-node device times"
     )
     parser.add_argument(
+        "--markdown", action="store_true", help="print the table as Markdown (BENCHMARKS.md)"
+    )
+    parser.add_argument(
+        "--profile-variants",
+        default="first,now",
+        help="pipelines --profile times: first, plan, fused (VARIANTS) and now (the default)",
+    )
+    parser.add_argument(
         "--tuned-configs",
         default="small",
         help="configs that get an aicfc-tuned row (tuning a large step takes minutes)",
     )
     args = parser.parse_args(argv)
     if args.profile:
-        for config in args.configs.split(","):
-            for precision in args.precisions.split(","):
-                nodes, structure = profile_aicfc(config, precision)
-                print(f"aicfc {config} {precision}: per-node device time (median of 20), us")
-                for name, us in nodes:
-                    print(f"  {us:9.1f}  {name}")
-                print(f"  {sum(us for _, us in nodes):9.1f}  total")
-                print(
-                    f"  graph: {structure['nodes']:.0f} nodes, "
-                    f"{structure['longest chain']:.0f} on the longest chain; launches "
-                    f"{structure['launches']:.1f} us in sequence, "
-                    f"{structure['longest path']:.1f} us on the longest path"
-                )
+        for config, precision, variant in itertools.product(
+            args.configs.split(","),
+            args.precisions.split(","),
+            args.profile_variants.split(","),
+        ):
+            pipeline = "" if variant == "now" else variant
+            nodes, structure = profile_aicfc(config, precision, variant=pipeline)
+            print(
+                f"aicfc {config} {precision} ({variant}): per-node device time (median of 20), us"
+            )
+            for name, us in nodes:
+                print(f"  {us:9.1f}  {name}")
+            print(f"  {sum(us for _, us in nodes):9.1f}  total")
+            print(
+                f"  graph: {structure['nodes']:.0f} nodes, "
+                f"{structure['longest chain']:.0f} on the longest chain; launches "
+                f"{structure['launches']:.1f} us in sequence, "
+                f"{structure['longest path']:.1f} us on the longest path"
+            )
         return 0
     results: list[dict[str, Any]] = []
     for config in args.configs.split(","):
@@ -620,35 +761,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         write_text(args.json, json.dumps(results, indent=1))  # atomically
     print()
-    print(
-        f"{'config':>7} {'prec':>5} {'framework':>14} {'us/step':>9} {'step(dev)':>9} "
-        f"{'step() us':>9} {'vs best':>7} {'floor us':>8} {'TFLOP/s':>8}"
-    )
-    for config in args.configs.split(","):
-        for precision in args.precisions.split(","):
-            rows = [r for r in results if r["config"] == config and r["precision"] == precision]
-            peers = [
-                r["seconds"]
-                for r in rows
-                if "seconds" in r and not r["framework"].startswith("aicfc")
-            ]
-            best = min(peers) if peers else None
-            for r in rows:
-                if "seconds" not in r:
-                    print(f"{config:>7} {precision:>5} {r['framework']:>14}  {r['error'][:70]}")
-                    continue
-                sync = f"{r['step_seconds'] * 1e6:9.1f}" if "step_seconds" in r else " " * 9
-                dev = (
-                    f"{r['device_loop_seconds'] * 1e6:9.1f}"
-                    if "device_loop_seconds" in r
-                    else " " * 9
-                )
-                ratio = f"{r['seconds'] / best:7.2f}" if best else " " * 7
-                print(
-                    f"{config:>7} {precision:>5} {r['framework']:>14} {r['seconds'] * 1e6:9.1f} "
-                    f"{dev} {sync} {ratio} {r['floor_seconds'] * 1e6:8.1f} "
-                    f"{r['flops'] / r['seconds'] / 1e12:8.2f}"
-                )
+    print(table(results, args.configs.split(","), args.precisions.split(","), args.markdown))
     print_loop_cost(results)
     return 0
 

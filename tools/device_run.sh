@@ -41,9 +41,7 @@ for stage in "$@"; do
         ;;
     tests)
         timeout "${TESTS_TIMEOUT:-540}" python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" \
-            --ignore=test/python/gpu/test_kernels_emulated.py \
-            --ignore=test/python/gpu/test_transformer_kernels_emulated.py \
-            --ignore=test/python/gpu/test_attention_kernels_emulated.py \
+            --ignore-glob='test/python/gpu/*_emulated.py' \
             test/python/gpu test/python/test_kernels_compile.py $args 2>&1 | tee "$OUT/tests.log" | tail -60
         ;;
     gemm)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -526,9 +526,10 @@ def has_dropout(model: Module, training: bool = False) -> bool:
     return any(m.is_stochastic() and (m.training or not training) for _, m in model.named_modules())
 
 
-def mode_key(model: Module) -> tuple[bool, ...]:
-    """The training flags of the model's stochastic modules (what a train step depends on)."""
-    return tuple(m.training for _, m in model.named_modules() if m.is_stochastic())
+def mode_key(modules: Iterable[Module]) -> tuple[bool, ...]:
+    """The training flags of the stochastic ones of `modules` (what a train step depends
+    on); Program passes its model's modules flattened once, as this runs at every step."""
+    return tuple(m.training for m in modules if m.is_stochastic())
 
 
 def scalar_constant(ctx: EmitContext, value: int, element_type: IntegerType = i64) -> SSAValue:

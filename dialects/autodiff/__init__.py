@@ -8,7 +8,8 @@ step'`); their alias policies let `aicfc-fold-inplace` turn them into in-place
 updates where that is safe.
 
 The ops live in small modules of this package: backward.py (autodiff.backward),
-grads.py (softmax_grad, dropout_grad, epilogue_grad, embedding_grad, layer_norm_grad),
+grads.py (softmax_grad, dropout_grad, epilogue_grad, gemm_epilogue_grad, embedding_grad,
+layer_norm_grad),
 attention_grad.py (scaled_dot_product_attention_grad), loss_grads.py (the losses'
 gradients), optimizers.py (adam_step, sgd_step) and training.py (lr_schedule,
 clip_grad_norm, accumulation_step, accumulate_grad). The activations' gradient ops
@@ -37,6 +38,7 @@ from aicfc.dialects.autodiff.grads import (
     DropoutGradOp,
     EmbeddingGradOp,
     EpilogueGradOp,
+    GemmEpilogueGradOp,
     LayerNormGradOp,
     SoftmaxGradOp,
 )
@@ -69,6 +71,7 @@ __all__ = [
     "DropoutGradOp",
     "EmbeddingGradOp",
     "EpilogueGradOp",
+    "GemmEpilogueGradOp",
     "LayerNormGradOp",
     "LrScheduleOp",
     "MseLossGradOp",
@@ -91,6 +94,7 @@ Autodiff = Dialect(
         MseLossGradOp,
         DropoutGradOp,
         EpilogueGradOp,
+        GemmEpilogueGradOp,
         EmbeddingGradOp,
         LayerNormGradOp,
         ScaledDotProductAttentionGradOp,

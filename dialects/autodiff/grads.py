@@ -1,16 +1,25 @@
 """Backward primitives of graph ops that are neither activations nor losses.
 
 softmax_grad, dropout_grad, epilogue_grad (the backward of a GEMM epilogue),
-embedding_grad (a deterministic scatter-add) and layer_norm_grad; the activations'
-gradient ops live with their forward ops (dialects/graph/activations.py), the losses'
-in loss_grads.py and attention's in attention_grad.py.
+gemm_epilogue_grad (a product with that backward as its epilogue), embedding_grad (a
+deterministic scatter-add) and layer_norm_grad; the activations' gradient ops live with
+their forward ops (dialects/graph/activations.py), the losses' in loss_grads.py and
+attention's in attention_grad.py.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from xdsl.dialects.builtin import I64, Float64Type, FloatAttr, IntegerAttr, TensorType, i64
+from xdsl.dialects.builtin import (
+    I64,
+    Float64Type,
+    FloatAttr,
+    IntegerAttr,
+    TensorType,
+    UnitAttr,
+    i64,
+)
 from xdsl.ir import SSAValue
 from xdsl.irdl import (
     AttrSizedResultSegments,
@@ -19,6 +28,7 @@ from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
     opt_operand_def,
+    opt_prop_def,
     opt_result_def,
     prop_def,
     result_def,
@@ -33,13 +43,16 @@ from aicfc.dialects.checks import verify_ids, verify_layer_norm
 from aicfc.dialects.flags import OUT0_IN0, OpFlag, OpInfo, op_info
 from aicfc.dialects.graph import ActivationAttr
 from aicfc.dialects.graph.activations import ACTIVATIONS, Activation
+from aicfc.dialects.graph.base import unit_flag
 from aicfc.dialects.tensors import (
     axis_in_range,
     fmt_shape,
+    matmul_shape,
     numel,
     ranked,
     require_float,
     require_result,
+    require_same_dtype,
     tensor,
     verify_rng_offset,
 )
@@ -325,3 +338,98 @@ class LayerNormGradOp(AicfcOp):
         for r in (self.grad_weight, self.grad_bias):
             if r is not None:
                 require_result(self.name, r.type, param)
+
+
+@irdl_op_definition
+class GemmEpilogueGradOp(AicfcOp):
+    """A product whose epilogue is epilogue_grad: dY = op(A) @ op(B), then
+    dZ = dY * act'(saved) and dbias = sum over rows of dZ (cuBLASLt's DRELU_BGRAD and
+    DGELU_BGRAD epilogues).
+
+    The dX product of the next layer and the backward epilogue of this one, as
+    aicfc-fuse forms it from a matmul whose only user is an epilogue_grad
+    (passes/fusion/patterns.py): dY is never stored. op(A) is [M, K], op(B)
+    [K, N]; `saved` [M, N] is what the activation's gradient reads (Y for relu, Z
+    for gelu); dZ is [M, N] and dbias [N]. Made after differentiation, so it has no
+    VJP of its own.
+
+    ```mlir
+    %dz, %db = autodiff.gemm_epilogue_grad %dy2, %w2, %y act = relu
+                 : (tensor<8x10xf32>, tensor<10x16xf32>, tensor<8x16xf32>)
+                   -> (tensor<8x16xf32>, tensor<16xf32>)
+    ```
+    """
+
+    name = "autodiff.gemm_epilogue_grad"
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    saved = operand_def(TensorType)
+    grad_pre_act = result_def(TensorType)
+    grad_bias = result_def(TensorType)
+    act = prop_def(ActivationAttr)
+    transpose_a = opt_prop_def(UnitAttr)
+    transpose_b = opt_prop_def(UnitAttr)
+    traits = traits_def(
+        Pure(),
+        OpInfo(
+            F.IS_BACKWARD | F.IS_FUSED | F.IS_ACTIVATION_GRAD | F.IS_REDUCTION | F.HAS_PARAM,
+            differentiable=False,
+            why_not="it is made after differentiation (from a product and an epilogue_grad)",
+        ),
+    )
+    assembly_format = (
+        "$lhs `,` $rhs `,` $saved `act` `=` $act (`transpose_a` $transpose_a^)? "
+        "(`transpose_b` $transpose_b^)? attr-dict `:` functional-type(operands, results)"
+    )
+
+    def __init__(
+        self,
+        lhs: SSAValue,
+        rhs: SSAValue,
+        saved: SSAValue,
+        act: Activation,
+        transpose_a: bool = False,
+        transpose_b: bool = False,
+    ):
+        a = ranked(self.name, "lhs", lhs)
+        m, n, _ = matmul_shape(
+            self.name, a, ranked(self.name, "rhs", rhs), transpose_a, transpose_b
+        )
+        super().__init__(
+            operands=[lhs, rhs, saved],
+            result_types=[tensor((m, n), a.element_type), tensor((n,), a.element_type)],
+            properties={
+                "act": ActivationAttr(act),
+                "transpose_a": unit_flag(transpose_a),
+                "transpose_b": unit_flag(transpose_b),
+            },
+        )
+
+    def mnk(self) -> tuple[int, int, int]:
+        a = ranked(self.name, "lhs", self.lhs)
+        b = ranked(self.name, "rhs", self.rhs)
+        return matmul_shape(self.name, a, b, bool(self.transpose_a), bool(self.transpose_b))
+
+    def verify_(self) -> None:
+        a = ranked(self.name, "lhs", self.lhs)
+        b = ranked(self.name, "rhs", self.rhs)
+        s = ranked(self.name, "saved", self.saved)
+        require_float(self.name, "lhs", a)
+        require_same_dtype(self.name, [("lhs", a), ("rhs", b), ("saved", s)])
+        m, n, _ = self.mnk()
+        if tuple(s.get_shape()) != (m, n):
+            raise VerifyException(
+                f"{self.name}: saved must have the product's shape [{m}, {n}], got "
+                f"{fmt_shape(s.get_shape())}"
+            )
+        if self.act.data.value not in EPILOGUE_ACTIVATIONS:
+            raise VerifyException(
+                f"{self.name}: act must be {one_of(EPILOGUE_ACTIVATIONS)} (for none, the "
+                "product is dZ: use graph.matmul and graph.reduce_sum)"
+            )
+        require_result(self.name, self.grad_pre_act.type, tensor((m, n), a.element_type))
+        require_result(self.name, self.grad_bias.type, tensor((n,), a.element_type))
+
+    def flops(self) -> int:
+        m, n, k = self.mnk()
+        return 2 * m * n * k + EpilogueGradOp.FLOPS_PER_ELEMENT * m * n

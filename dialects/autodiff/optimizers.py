@@ -46,6 +46,8 @@ from aicfc.dialects.tensors import ranked, require_float, tensor
 
 F = OpFlag
 
+_NOT_DIFFERENTIATED = "an optimizer update is not differentiated"
+
 
 def constant_scalar(value: SSAValue) -> float | None:
     """The value of a scalar that a constant op defines (graph.constant), else None."""
@@ -150,7 +152,7 @@ class AdamStepOp(AicfcOp):
             F.IS_OPTIMIZER,
             ADAM_TRIPLET,
             differentiable=False,
-            why_not="an optimizer update is not differentiated",
+            why_not=_NOT_DIFFERENTIATED,
         ),
     )
     assembly_format = (
@@ -238,7 +240,7 @@ class SgdStepOp(AicfcOp):
             F.IS_OPTIMIZER,
             SGD_PAIR,
             differentiable=False,
-            why_not="an optimizer update is not differentiated",
+            why_not=_NOT_DIFFERENTIATED,
         ),
     )
     assembly_format = (

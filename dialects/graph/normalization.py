@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from xdsl.dialects.builtin import Float64Type, FloatAttr, TensorType
-from xdsl.ir import SSAValue
+from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     irdl_op_definition,
@@ -68,6 +68,22 @@ class LayerNormBase(GraphOp):
         x = ranked(self.name, "input", self.operands[0])
         extra = sum(v is not None for v in (self.weight, self.bias))  # type: ignore[attr-defined]
         return numel(x.get_shape()) * (6 + extra)
+
+    def verify_normalized(self) -> TensorType[Attribute]:
+        """Check the operands (checks.verify_layer_norm) and the results y [..., D], mean
+        and rstd [...] (the last three of both ops); returns x's type."""
+        t, stats = verify_layer_norm(
+            self.name,
+            self.input,  # type: ignore[attr-defined]
+            self.weight,  # type: ignore[attr-defined]
+            self.bias,  # type: ignore[attr-defined]
+            self.eps_value,
+        )
+        y, mean, rstd = self.results[-3:]
+        require_result(self.name, y.type, t)
+        require_result(self.name, mean.type, stats)
+        require_result(self.name, rstd.type, stats)
+        return t
 
     def why_not_differentiable(self) -> str | None:
         if statistics_used((self.mean, self.rstd)):  # type: ignore[attr-defined]
@@ -126,10 +142,7 @@ class LayerNormOp(LayerNormBase):
         )
 
     def verify_(self) -> None:
-        t, stats = verify_layer_norm(self.name, self.input, self.weight, self.bias, self.eps_value)
-        require_result(self.name, self.result.type, t)
-        require_result(self.name, self.mean.type, stats)
-        require_result(self.name, self.rstd.type, stats)
+        self.verify_normalized()
 
 
 @irdl_op_definition
@@ -192,14 +205,11 @@ class AddLayerNormOp(LayerNormBase):
         )
 
     def verify_(self) -> None:
-        t, stats = verify_layer_norm(self.name, self.input, self.weight, self.bias, self.eps_value)
+        t = self.verify_normalized()
         r = ranked(self.name, "residual", self.residual)
         if r != t:
             raise VerifyException(f"{self.name}: residual {r} and input {t} must have one type")
         require_result(self.name, self.sum.type, t)
-        require_result(self.name, self.result.type, t)
-        require_result(self.name, self.mean.type, stats)
-        require_result(self.name, self.rstd.type, stats)
 
     def flops(self) -> int:
         return super().flops() + numel(ranked(self.name, "input", self.input).get_shape())

@@ -8,6 +8,7 @@ and returns the fused op with the values it replaces:
 
     act(bias_add(matmul(A, B), b))          -> gemm_epilogue(A, B, b, act)   [-> (Y, Z) for gelu]
     reduce_sum(act_grad(dY, s), leading axes) -> epilogue_grad(dY, s, act)   [-> (dZ, db)]
+    epilogue_grad(matmul(A, B), s)           -> gemm_epilogue_grad(A, B, s, act) [-> (dZ, db)]
     cross_entropy(x, y), cross_entropy_grad(x, y, d) [, reduce_sum(.., leading axes)]
                                              -> cross_entropy_with_grad(x, y, d) [-> (l, dx, db)]
     matmul(dropout?(softmax(causal_mask?(scale(matmul(q, k^T))))), v)
@@ -27,7 +28,7 @@ from __future__ import annotations
 from xdsl.ir import Operation, SSAValue
 
 from aicfc.dialects.activation_table import Saved
-from aicfc.dialects.autodiff import CrossEntropyWithGradOp, EpilogueGradOp
+from aicfc.dialects.autodiff import CrossEntropyWithGradOp, EpilogueGradOp, GemmEpilogueGradOp
 from aicfc.dialects.flags import OpFlag
 from aicfc.dialects.graph import (
     ACTIVATIONS,
@@ -55,6 +56,7 @@ from aicfc.passes.fusion.constraints import (
     LayerProduct,
     MasksWithMinusInfinity,
     OverLastAxis,
+    ResultRank,
     SumsLeadingAxes,
 )
 from aicfc.passes.fusion.matcher import Built, FusionPattern, Match, Step
@@ -149,6 +151,44 @@ ACT_GRAD_BIAS_GRAD = FusionPattern(
     ),
     builder=build_epilogue_grad,
     fused_op=EpilogueGradOp,
+)
+
+# ----------------------------------------------------------------------------
+# a product feeding a backward epilogue
+# ----------------------------------------------------------------------------
+
+
+def build_gemm_epilogue_grad(m: Match, gemm: Operation, epilogue: Operation) -> Built:
+    """gemm_epilogue_grad(A, B, saved, act) with the product's transpose flags: the
+    epilogue_grad's dZ and db become the fused op's (dY is never stored)."""
+    assert isinstance(gemm, MatrixProductOp) and isinstance(epilogue, EpilogueGradOp)
+    op = GemmEpilogueGradOp(
+        gemm.operands[0],
+        gemm.operands[1],
+        epilogue.saved,
+        epilogue.act.data,
+        transpose_a=bool(gemm.transpose_a),
+        transpose_b=bool(gemm.transpose_b),
+    )
+    return Built(op, op.grad_pre_act, {}, rest=(op.grad_bias,))
+
+
+# epilogue_grad(matmul(A, B), saved) -> gemm_epilogue_grad(A, B, saved, act): the next
+# layer's dX product with this layer's backward epilogue (cuBLASLt's DRELU_BGRAD), one
+# node fewer on the backward's critical path. Runs once epilogue_grad exists (a later
+# round of the pass); HAS_PARAM keeps the fused op itself out of the second step.
+GEMM_EPILOGUE_GRAD = FusionPattern(
+    name="gemm_epilogue_grad",
+    group="backward",
+    steps=(
+        Step(F.IS_GEMM_LIKE, constraints=(ResultRank(2), EmptyEpilogue())),
+        Step(
+            F.IS_BACKWARD | F.IS_FUSED | F.IS_ACTIVATION_GRAD | F.IS_REDUCTION,
+            forbidden=F.HAS_PARAM,
+        ),
+    ),
+    builder=build_gemm_epilogue_grad,
+    fused_op=GemmEpilogueGradOp,
 )
 
 # ----------------------------------------------------------------------------
@@ -303,6 +343,7 @@ FUSION_PATTERNS: tuple[FusionPattern, ...] = (
     GEMM_BIAS_ACT,
     ADD_LAYER_NORM,
     ACT_GRAD_BIAS_GRAD,
+    GEMM_EPILOGUE_GRAD,
     LOSS_WITH_GRAD,
 )
 """Every pattern, tried in this order at each op (block order)."""

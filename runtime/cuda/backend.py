@@ -25,7 +25,13 @@ Why: docs/design.md#fixed-device-buffers and the sections after it; interface: r
   input buffers just before the replay (none at all when the array is the
   fixed buffer itself), ordered after the caller's current stream. One graph
   is captured per combination of host inputs and output mode, so both kinds
-  of input replay without a host round trip for the device ones. Params and
+  of input replay without a host round trip for the device ones. Where a
+  step's device inputs come from the same addresses as the step before (a
+  loop over the caller's own device buffers), a graph whose first nodes are
+  those copies is captured and replayed instead: the step is one launch
+  (runtime/cuda/step_io.py says when; `replay()` always reruns the plain graph
+  on the fixed buffers). `run_async`'s outputs are views of preallocated
+  blocks, never reused. Params and
   state are never copied in (docs/design.md#inputs-only-replay): they accumulate in
   their fixed buffers, and `load_state_dict` writes into those buffers, so a
   checkpoint load needs no new capture. A program without state (predict) is
@@ -87,6 +93,7 @@ from aicfc.runtime.cuda.context import DeviceContext
 from aicfc.runtime.cuda.cublaslt import CublasLt, available
 from aicfc.runtime.cuda.launch import group_steps, launches_for
 from aicfc.runtime.cuda.launchers.optim import launch_adam_group
+from aicfc.runtime.cuda.step_io import InGraphCopies, OutputBlocks, Sources, block_count
 from aicfc.runtime.errors import BackendUnavailable, ExecError, InputError, StoreError
 from aicfc.runtime.plan import BufferSpec, CollectiveStep, CopyStep, ExecPlan, LaunchStep
 from aicfc.runtime.schedule import (
@@ -325,8 +332,12 @@ class CupyBackend(Backend):
         return CupyExecutable(self, plan, store)
 
 
-GraphKey = tuple[tuple[str, ...], bool]
-"""(the inputs copied from pinned host buffers, whether outputs are copied to the host)."""
+DeviceCopies = tuple[tuple[str, Any], ...]
+"""(input name, source device array) of each device input copied into its fixed buffer."""
+
+GraphKey = tuple[tuple[str, ...], bool, Sources]
+"""(the inputs copied from pinned host buffers, whether outputs are copied to the host, the
+device inputs copied inside the graph with their source addresses: () for none)."""
 
 
 class CupyExecutable(Executable):
@@ -343,7 +354,9 @@ class CupyExecutable(Executable):
     schedule: how a capture spreads the nodes over the backend's graph_streams.
     views:    result slot -> the slot whose bytes it shares (reshapes that launch nothing).
     replays:  how many times a captured graph has been launched.
-    graphs:   the captured graphs by GraphKey (one per input/output mode used).
+    graphs:   the captured graphs by GraphKey (one per input/output mode used, and one
+              per repeated set of device-input addresses, runtime/cuda/step_io.py).
+    in_graph_copies: the rule that puts device-input copies inside a graph.
     """
 
     def __init__(self, backend: CupyBackend, plan: ExecPlan, store: BufferStore):
@@ -382,7 +395,9 @@ class CupyExecutable(Executable):
         self._outputs_ready = cupy.cuda.Event(disable_timing=True)
         self.graphs: dict[GraphKey, CapturedGraph] = {}
         self._warm = False
-        self._last: GraphKey = (tuple(self.inputs), True)
+        self._last: GraphKey = (tuple(self.inputs), True, ())
+        self.in_graph_copies = InGraphCopies()
+        self._output_blocks: dict[str, OutputBlocks] = {}
         self.replays = 0
         cupy.cuda.runtime.deviceSynchronize()
 
@@ -521,12 +536,16 @@ class CupyExecutable(Executable):
         host_outputs: bool,
         sync_each: bool,
         branched: bool = False,
+        device: DeviceCopies = (),
     ) -> None:
-        """Enqueue one step on `stream`: the host input copies, the launches (in program
-        order, or `branched` over forked streams as `self.schedule` says, for a capture),
-        then the output copies."""
+        """Enqueue one step on `stream`: the host input copies, the device input copies
+        (`device`: (name, source array) pairs), the launches (in program order, or
+        `branched` over forked streams as `self.schedule` says, for a capture), then the
+        output copies."""
         for name in host_inputs:
             copy_to_device(self.arrays[self.inputs[name].slot], self._pinned_in[name], stream)
+        for name, src in device:
+            copy_on_device(self.arrays[self.inputs[name].slot], src, stream)
         if branched:
             nodes = [self._node_issuer(node) for node in self.nodes]
             branches = self.backend.branch_streams(self.schedule.streams - 1)
@@ -561,9 +580,31 @@ class CupyExecutable(Executable):
                 "name the kernel)"
             ) from None
 
-    def _execute(self, key: GraphKey) -> None:
+    def _step(
+        self, host_inputs: tuple[str, ...], host_outputs: bool, device: DeviceCopies, own: bool
+    ) -> None:
+        """One step after `_stage`: the device copies inside a graph where the rule of
+        `in_graph_copies` says so (the same source addresses as the step before, or a
+        graph that already copies from them; only for the caller's own arrays, `own`),
+        else enqueued before the plain graph."""
+        plain: GraphKey = (host_inputs, host_outputs, ())
+        sources = tuple((name, int(src.data.ptr)) for name, src in device) if own else ()
+        inside = self.backend.graph and self._warm and self.in_graph_copies.choose(sources)
+        for old in self.in_graph_copies.take_evicted():
+            for key in [k for k in self.graphs if k[2] == old]:
+                del self.graphs[key]
+        if inside:
+            self._execute((host_inputs, host_outputs, sources), device)
+        else:
+            for name, src in device:
+                copy_on_device(self.arrays[self.inputs[name].slot], src, self.backend.stream)
+            self._execute(plain)
+        self._last = plain  # replay() re-reads the fixed input buffers, never a user's array
+
+    def _execute(self, key: GraphKey, device: DeviceCopies = ()) -> None:
+        """Run the step of `key` (`device`: the copies of its sources, for a capture)."""
         stream = self.backend.stream
-        host_inputs, host_outputs = key
+        host_inputs, host_outputs, _ = key
         self._last = key
         if not self.backend.graph:
             self._issue(stream, host_inputs, host_outputs, self.backend.sync_each_launch)
@@ -574,14 +615,14 @@ class CupyExecutable(Executable):
             self.graphs[key] = self._capture(key)
         else:
             if key not in self.graphs:
-                self.graphs[key] = self._capture(key)
+                self.graphs[key] = self._capture(key, device)
             self.graphs[key].launch(stream)
             self.replays += 1
 
-    def _capture(self, key: GraphKey) -> CapturedGraph:
+    def _capture(self, key: GraphKey, device: DeviceCopies = ()) -> CapturedGraph:
         import cupy
 
-        host_inputs, host_outputs = key
+        host_inputs, host_outputs, _ = key
         branched = self.schedule.branched
         if branched:
             # Streams and events exist before capture begins (nothing is created inside).
@@ -589,7 +630,7 @@ class CupyExecutable(Executable):
             while len(self._events) < len(self.nodes) + 1:  # [fork, one per node]
                 self._events.append(cupy.cuda.Event(disable_timing=True))
         return capture(
-            lambda stream: self._issue(stream, host_inputs, host_outputs, False, branched),
+            lambda stream: self._issue(stream, host_inputs, host_outputs, False, branched, device),
             self.backend.stream,
             f"@{self.plan.name}" + (f" ({self.schedule.streams} streams)" if branched else ""),
         )
@@ -599,9 +640,12 @@ class CupyExecutable(Executable):
         """True once the step has been captured as a CUDA graph."""
         return bool(self.graphs)
 
-    def _stage(self, inputs: Mapping[str, Any]) -> tuple[str, ...]:
-        """Check `inputs`, fill the pinned buffers of the host ones and enqueue the
-        device-to-device copies of the device ones; returns the host inputs' names."""
+    def _stage(self, inputs: Mapping[str, Any]) -> tuple[tuple[str, ...], DeviceCopies, bool]:
+        """Check `inputs`, fill the pinned buffers of the host ones and order the step after
+        the caller's stream for the device ones; returns the host inputs' names, the
+        device copies to make ((name, source array): none where the source is the fixed
+        buffer itself) and whether every source is the caller's own array (not a
+        contiguous copy made here, which only this step may read)."""
         import cupy
 
         as_cupy = {
@@ -625,6 +669,7 @@ class CupyExecutable(Executable):
                         f'@{self.plan.name}: input "{name}" is on GPU {arr.device.id}, the '
                         f"program on GPU {self.backend.device.id}"
                     )
+            own = all(a.flags.c_contiguous for a in device.values())
             sources = {
                 n: a if a.flags.c_contiguous else cupy.ascontiguousarray(a)
                 for n, a in device.items()
@@ -632,16 +677,18 @@ class CupyExecutable(Executable):
             # The caller's work on the inputs (its current stream) comes first.
             self._inputs_ready.record(cupy.cuda.get_current_stream())
             stream.wait_event(self._inputs_ready)
-            for name, src in sources.items():
-                dst = self.arrays[self.inputs[name].slot]
-                if src.data.ptr != dst.data.ptr:
-                    copy_on_device(dst, src, stream)
-        return tuple(n for n in self.inputs if n in host)
+            copies = tuple(
+                (name, src)
+                for name, src in sources.items()
+                if src.data.ptr != self.arrays[self.inputs[name].slot].data.ptr
+            )
+            return tuple(n for n in self.inputs if n in host), copies, own
+        return tuple(n for n in self.inputs if n in host), (), True
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """One step; inputs are NumPy or CuPy arrays. Waits, returns new NumPy outputs."""
-        host_inputs = self._stage(inputs)
-        self._execute((host_inputs, True))
+        host_inputs, device, own = self._stage(inputs)
+        self._step(host_inputs, True, device, own)
         self._wait()
         return {name: pinned.array.copy() for name, pinned in self._pinned_out.items()}
 
@@ -654,14 +701,19 @@ class CupyExecutable(Executable):
         """
         import cupy
 
-        host_inputs = self._stage(inputs)
-        self._execute((host_inputs, False))
+        host_inputs, device, own = self._stage(inputs)
+        self._step(host_inputs, False, device, own)
         stream = self.backend.stream
         outs: dict[str, Any] = {}
         with stream:
             for name, slot in self.plan.outputs:
                 src = self.arrays[slot]
-                outs[name] = cupy.empty(src.shape, src.dtype)
+                blocks = self._output_blocks.get(name)
+                if blocks is None:  # views of preallocated blocks, never reused
+                    count = block_count(int(src.nbytes))
+                    blocks = OutputBlocks(src.shape, src.dtype, cupy.empty, count)
+                    self._output_blocks[name] = blocks
+                outs[name] = blocks.next()
                 copy_on_device(outs[name], src, stream)
         self._outputs_ready.record(stream)
         cupy.cuda.get_current_stream().wait_event(self._outputs_ready)

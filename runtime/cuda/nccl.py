@@ -72,8 +72,11 @@ class NcclCommunicator(Communicator):
         self.device = int(cupy.cuda.runtime.getDevice())
         self.rank = rank
         self.world_size = world_size
-        signed = tuple(b - 256 if b > 127 else b for b in uid)  # cupy takes C chars
-        self.comm = nccl.NcclCommunicator(world_size, signed, rank)
+        try:  # CuPy 14 takes the id as bytes, older releases as a tuple of C chars
+            self.comm = nccl.NcclCommunicator(world_size, bytes(uid), rank)
+        except TypeError:
+            signed = tuple(b - 256 if b > 127 else b for b in uid)
+            self.comm = nccl.NcclCommunicator(world_size, signed, rank)
 
     @staticmethod
     def _stream_ptr(stream: Any) -> int:

@@ -45,3 +45,15 @@ exec.program @dont_apply_twice {
     exec.launch "numpy.sgd_step"(%w, %g) outs(%w) params {lr = 1.0e-1 : f64} alias = "out0_in0" : (!exec.buffer<4xf32, param>, !exec.buffer<4xf32, tmp>) -> (!exec.buffer<4xf32, param>)
   }
 }
+
+// -----
+
+// An optimizer launch without its gradient input (a hand-written launch that lists only
+// the parameter): the pass names the launch instead of failing inside Python.
+// CHECK: aicfc-data-parallel-invalid.mlir:[[# @LINE + 4]]:5: error: 'exec.launch' numpy.sgd_step has 1 input(s); its gradient is input 1 (operand grad of autodiff.sgd_step)
+exec.program @dont_read_a_missing_gradient {
+  %w = exec.buffer "w" : !exec.buffer<4xf32, param>
+  exec.graph {
+    exec.launch "numpy.sgd_step"(%w) outs(%w) params {lr = 1.0e-1 : f64} alias = "out0_in0" : (!exec.buffer<4xf32, param>) -> (!exec.buffer<4xf32, param>)
+  }
+}

@@ -3,6 +3,10 @@
 // RUN: aicfc-opt %s -p 'aicfc-fuse{patterns=forward}' | filecheck %s --check-prefix=FWD
 // RUN: aicfc-opt %s -p 'aicfc-fuse{patterns=backward}' | filecheck %s --check-prefix=BWD
 // RUN: not aicfc-opt %s -p 'aicfc-fuse{patterns=sideways}' 2>&1 | filecheck %s --check-prefix=BAD
+// RUN: aicfc-opt %s -p 'aicfc-fuse{exclude=gemm_epilogue_grad}' | filecheck %s --check-prefix=NODX
+// RUN: not aicfc-opt %s -p 'aicfc-fuse{exclude=gemm_bias}' 2>&1 | filecheck %s --check-prefix=BADEX
+
+// BADEX: aicfc-opt: error: bad pass options in 'aicfc-fuse{exclude=gemm_bias}': aicfc-fuse: unknown pattern 'gemm_bias' for option 'exclude'; expected one of: attention, gemm_bias_act, add_layer_norm, act_grad_bias_grad, gemm_epilogue_grad, loss_with_grad
 
 // BAD: aicfc-opt: error: bad pass options in 'aicfc-fuse{patterns=sideways}': aicfc-fuse: unknown value 'sideways' for option 'patterns'; expected one of: all, forward, backward
 
@@ -33,4 +37,18 @@ func.func @layer(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %b: tensor<16xf32>, 
   %dz = autodiff.relu_grad %dy, %y : tensor<8x16xf32>
   %db = graph.reduce_sum %dz axes = [0] : tensor<8x16xf32> -> tensor<16xf32>
   func.return %y, %dz, %db : tensor<8x16xf32>, tensor<8x16xf32>, tensor<16xf32>
+}
+
+// exclude leaves one pattern out: the dX product stays a matmul before epilogue_grad.
+
+// ALL-LABEL: func.func @dx_product
+// ALL-NEXT: %dz, %db = autodiff.gemm_epilogue_grad %dz2, %w2, %y act = relu
+// NODX-LABEL: func.func @dx_product
+// NODX-NEXT: %dy = graph.matmul %dz2, %w2
+// NODX-NEXT: %dz, %db = autodiff.epilogue_grad %dy, %y act = relu
+func.func @dx_product(%dz2: tensor<8x10xf32>, %w2: tensor<10x16xf32>, %y: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>) {
+  %dy = graph.matmul %dz2, %w2 : (tensor<8x10xf32>, tensor<10x16xf32>) -> tensor<8x16xf32>
+  %dz = autodiff.relu_grad %dy, %y : tensor<8x16xf32>
+  %db = graph.reduce_sum %dz axes = [0] : tensor<8x16xf32> -> tensor<16xf32>
+  func.return %dz, %db : tensor<8x16xf32>, tensor<16xf32>
 }

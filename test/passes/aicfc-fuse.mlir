@@ -187,6 +187,52 @@ func.func @fuse_layer_forward_and_backward(%x: tensor<8x4xf32>, %w: tensor<16x4x
   func.return %y, %dw, %db : tensor<8x16xf32>, tensor<16x4xf32>, tensor<16xf32>
 }
 
+// The next layer's dX product feeding this layer's backward epilogue: matmul ->
+// act_grad -> reduce_sum becomes epilogue_grad (one round), then the product and the
+// epilogue_grad one autodiff.gemm_epilogue_grad (the next round); dY is never a value.
+// CHECK-LABEL: func.func @fuse_dx_product_into_the_backward_epilogue
+func.func @fuse_dx_product_into_the_backward_epilogue(%dz2: tensor<8x10xf32>, %w2: tensor<10x16xf32>, %y: tensor<8x16xf32>, %x: tensor<8x4xf32>) -> (tensor<16x4xf32>, tensor<16xf32>) {
+  // CHECK-NEXT: %dz, %db = autodiff.gemm_epilogue_grad %dz2, %w2, %y act = relu : (tensor<8x10xf32>, tensor<10x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  // CHECK-NEXT: %dw = graph.matmul %dz, %x transpose_a
+  // CHECK-NEXT: func.return %dw, %db
+  %dy = graph.matmul %dz2, %w2 : (tensor<8x10xf32>, tensor<10x16xf32>) -> tensor<8x16xf32>
+  %dz = autodiff.relu_grad %dy, %y : tensor<8x16xf32>
+  %dw = graph.matmul %dz, %x transpose_a : (tensor<8x16xf32>, tensor<8x4xf32>) -> tensor<16x4xf32>
+  %db = graph.reduce_sum %dz axes = [0] : tensor<8x16xf32> -> tensor<16xf32>
+  func.return %dw, %db : tensor<16x4xf32>, tensor<16xf32>
+}
+
+// The product's transpose flags carry over; gelu's saved value is Z.
+// CHECK-LABEL: func.func @fuse_transposed_dx_product_gelu
+func.func @fuse_transposed_dx_product_gelu(%dz2: tensor<10x8xf32>, %w2: tensor<16x10xf32>, %z: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>) {
+  // CHECK-NEXT: %dz, %db = autodiff.gemm_epilogue_grad %dz2, %w2, %z act = gelu transpose_a transpose_b
+  // CHECK-NEXT: func.return %dz, %db
+  %dy = graph.matmul %dz2, %w2 transpose_a transpose_b : (tensor<10x8xf32>, tensor<16x10xf32>) -> tensor<8x16xf32>
+  %dz, %db = autodiff.epilogue_grad %dy, %z act = gelu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  func.return %dz, %db : tensor<8x16xf32>, tensor<16xf32>
+}
+
+// dY with another user is a value the fused op would not produce: no fusion.
+// CHECK-LABEL: func.func @dont_fuse_dx_product_with_other_users
+func.func @dont_fuse_dx_product_with_other_users(%dz2: tensor<8x10xf32>, %w2: tensor<10x16xf32>, %y: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<16xf32>) {
+  // CHECK-NEXT: %dy = graph.matmul %dz2, %w2
+  // CHECK-NEXT: %dz, %db = autodiff.epilogue_grad %dy, %y act = relu
+  // CHECK-NOT: autodiff.gemm_epilogue_grad
+  %dy = graph.matmul %dz2, %w2 : (tensor<8x10xf32>, tensor<10x16xf32>) -> tensor<8x16xf32>
+  %dz, %db = autodiff.epilogue_grad %dy, %y act = relu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  func.return %dy, %dz, %db : tensor<8x16xf32>, tensor<8x16xf32>, tensor<16xf32>
+}
+
+// The product as epilogue_grad's saved operand (not its gradient): no fusion.
+// CHECK-LABEL: func.func @dont_fuse_a_product_read_as_saved
+func.func @dont_fuse_a_product_read_as_saved(%dy: tensor<8x16xf32>, %a: tensor<8x10xf32>, %b: tensor<10x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>) {
+  // CHECK-NEXT: %y = graph.matmul %a, %b
+  // CHECK-NEXT: %dz, %db = autodiff.epilogue_grad %dy, %y act = relu
+  %y = graph.matmul %a, %b : (tensor<8x10xf32>, tensor<10x16xf32>) -> tensor<8x16xf32>
+  %dz, %db = autodiff.epilogue_grad %dy, %y act = relu : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  func.return %dz, %db : tensor<8x16xf32>, tensor<16xf32>
+}
+
 // silu (an activation added by one row of the activation table): Linear + SiLU fuses into
 // our GEMM epilogue, exporting pre_act as gelu does (silu_grad reads the input), and its
 // backward chain into epilogue_grad act = silu.

@@ -1,6 +1,7 @@
 // RUN: aicfc-opt %s -p aicfc-plan-memory | filecheck %s
 // RUN: aicfc-opt %s -p 'aicfc-plan-memory{alignment=64}' | filecheck %s --check-prefix=A64
 // RUN: aicfc-opt %s -p 'aicfc-plan-memory{enable=false}' | filecheck %s --check-prefix=OFF
+// RUN: aicfc-opt %s -p 'aicfc-plan-memory{branches=false}' | filecheck %s --check-prefix=SEQ
 
 // OFF-NOT: arena
 // OFF-NOT: offset
@@ -98,4 +99,36 @@ exec.program @no_tmps {
   exec.graph {
     exec.launch "numpy.sgd_step"(%w, %g) outs(%w) params {lr = 0.1 : f64} : (!exec.buffer<4xf32, param>, !exec.buffer<4xf32, input>) -> (!exec.buffer<4xf32, param>)
   }
+}
+
+// Two branches from %x: a -> b and c -> d. In program order a is dead before c is
+// written, but c's writer does not follow a's reader (launch 1) in the data flow: c in
+// a's bytes would make launch 2 wait for launch 1, an edge between the branches. So
+// c gets its own bytes (and d too: it does not follow launch 1 either), unless
+// branches=false asks for reuse by program order alone.
+
+// CHECK-LABEL: exec.program @parallel_reader arena = 1024 {
+// CHECK:         %a = exec.alloc offset = 0 : !exec.buffer<64xf32, tmp>
+// CHECK-NEXT:    %b = exec.alloc offset = 256 : !exec.buffer<64xf32, tmp>
+// CHECK-NEXT:    %c = exec.alloc offset = 512 : !exec.buffer<64xf32, tmp>
+// CHECK-NEXT:    %d = exec.alloc offset = 768 : !exec.buffer<64xf32, tmp>
+// SEQ-LABEL:   exec.program @parallel_reader arena = 768 {
+// SEQ:           %a = exec.alloc offset = 0 : !exec.buffer<64xf32, tmp>
+// SEQ-NEXT:      %b = exec.alloc offset = 256 : !exec.buffer<64xf32, tmp>
+// SEQ-NEXT:      %c = exec.alloc offset = 0 : !exec.buffer<64xf32, tmp>
+// SEQ-NEXT:      %d = exec.alloc offset = 512 : !exec.buffer<64xf32, tmp>
+exec.program @parallel_reader {
+  %x = exec.buffer "x" : !exec.buffer<64xf32, input>
+  %a = exec.alloc : !exec.buffer<64xf32, tmp>
+  %b = exec.alloc : !exec.buffer<64xf32, tmp>
+  %c = exec.alloc : !exec.buffer<64xf32, tmp>
+  %d = exec.alloc : !exec.buffer<64xf32, tmp>
+  exec.graph {
+    exec.launch "numpy.tanh"(%x) outs(%a) : (!exec.buffer<64xf32, input>) -> (!exec.buffer<64xf32, tmp>)
+    exec.launch "numpy.relu"(%a) outs(%b) : (!exec.buffer<64xf32, tmp>) -> (!exec.buffer<64xf32, tmp>)
+    exec.launch "numpy.tanh"(%x) outs(%c) : (!exec.buffer<64xf32, input>) -> (!exec.buffer<64xf32, tmp>)
+    exec.launch "numpy.relu"(%c) outs(%d) : (!exec.buffer<64xf32, tmp>) -> (!exec.buffer<64xf32, tmp>)
+  }
+  exec.output "b" %b : !exec.buffer<64xf32, tmp>
+  exec.output "d" %d : !exec.buffer<64xf32, tmp>
 }

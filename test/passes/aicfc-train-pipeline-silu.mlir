@@ -4,22 +4,24 @@
 // Linear + SiLU + Linear + cross-entropy + SGD through the whole pipeline. SiLU is one row
 // of the activation table: its Linear fuses into gemm_epilogue act = silu, which keeps the
 // pre-activation Z (silu_grad reads the input), and its backward into epilogue_grad
-// act = silu, on both kernel families. cuBLASLt has no SiLU epilogue: at 1024 x 1024 x 512,
-// where cuBLASLt runs a Linear + ReLU in one launch, the SiLU layer runs as the split entry
-// (cuBLASLt's product + bias into Z, then our SiLU kernel: 512M multiply-adds, above the
-// selector's SPLIT_EPILOGUE_MIN_MACS).
+// act = silu, which the next layer's dX product then absorbs (gemm_epilogue_grad), on
+// both kernel families; on CUDA that product (K = 10) runs on the skinny kernel, then
+// the epilogue in place, as the unfused pair would. cuBLASLt has no SiLU epilogue: at
+// 1024 x 1024 x 512, where cuBLASLt runs a Linear + ReLU in one launch, the SiLU layer
+// runs as the split entry (cuBLASLt's product + bias into Z, then our SiLU kernel: 512M
+// multiply-adds, above the selector's SPLIT_EPILOGUE_MIN_MACS).
 
 // CHECK-LABEL: exec.program @train_step
 // CHECK:       exec.launch "numpy.gemm_epilogue_out"(%x, %w1, %b1) outs(%h, %z) params {act = "silu", transpose_b = true}
 // CHECK-NOT:   numpy.silu
-// CHECK:       exec.launch "numpy.epilogue_grad_out"(%dh, %z) outs(%{{.*}}, %db1) params {act = "silu"}
+// CHECK:       exec.launch "numpy.gemm_epilogue_grad_out"(%dlogits, %w2, %z) outs(%{{.*}}, %db1) params {act = "silu"}
 // CHECK-NOT:   numpy.silu_grad
 // CHECK:       exec.output "loss" %loss
 
 // CUDA-LABEL: exec.program @train_step
 // CUDA:       exec.launch "cuda.gemm_epilogue_cublaslt_then_act_f32"(%x, %w1, %b1) outs(%h, %z) params {act = "silu", transpose_b = true}
 // CUDA-NOT:   cublaslt{{.*}}act = "silu"
-// CUDA:       exec.launch "cuda.epilogue_grad_f32"(%dh, %z) outs(%{{.*}}, %db1) params {act = "silu"}
+// CUDA:       exec.launch "cuda.gemm_epilogue_grad_skinny_nn"(%dlogits, %w2, %z) outs(%{{.*}}, %db1) params {act = "silu"}
 // CUDA-NOT:   cuda.silu
 // CUDA:       exec.output "loss" %loss
 

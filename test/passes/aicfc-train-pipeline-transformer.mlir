@@ -13,18 +13,18 @@
 
 // CHECK-LABEL: exec.program @train_step
 // CHECK:       %x = exec.buffer "x" : !exec.buffer<1x4xi32, input>
-// CHECK:       exec.launch "numpy.embedding"(%x, %transformer_wte_weight) outs(%{{.*}}) : (!exec.buffer<1x4xi32, input>, !exec.buffer<5x4xf32, param>) -> (!exec.buffer<1x4x4xf32, tmp>)
-// CHECK:       exec.launch "numpy.split"(%{{.*}}) outs(%{{.*}}, %{{.*}}, %{{.*}}) params {axis = 2 : i64, sizes = array<i64: 4, 4, 4>}
-// CHECK:       exec.launch "numpy.scaled_dot_product_attention"(%[[Q:.*]], %[[K:.*]], %[[V:.*]], %rng_offset) outs(%[[O:.*]], %[[LSE:.*]]) params {causal = true, scale = 0.70710678118654746 : f64, dropout_p = 1.000000e-01 : f64, seed = 2 : i64}
+// CHECK:       exec.launch "numpy.embedding_out"(%x, %transformer_wte_weight) outs(%{{.*}}) : (!exec.buffer<1x4xi32, input>, !exec.buffer<5x4xf32, param>) -> (!exec.buffer<1x4x4xf32, tmp>)
+// CHECK:       exec.launch "numpy.split_out"(%{{.*}}) outs(%{{.*}}, %{{.*}}, %{{.*}}) params {axis = 2 : i64, sizes = array<i64: 4, 4, 4>}
+// CHECK:       exec.launch "numpy.scaled_dot_product_attention_out"(%[[Q:.*]], %[[K:.*]], %[[V:.*]], %rng_offset) outs(%[[O:.*]], %[[LSE:.*]]) params {causal = true, scale = 0.70710678118654746 : f64, dropout_p = 1.000000e-01 : f64, seed = 2 : i64}
 // CHECK-NOT:   numpy.softmax
-// CHECK:       exec.launch "numpy.add_layer_norm"(%{{.*}}, %{{.*}}, %transformer_h_0_ln_2_weight, %transformer_h_0_ln_2_bias) outs(%[[S:.*]], %[[Y:.*]], %[[M:.*]], %[[R:.*]]) params {eps = 1.000000e-05 : f64}
+// CHECK:       exec.launch "numpy.add_layer_norm_out"(%{{.*}}, %{{.*}}, %transformer_h_0_ln_2_weight, %transformer_h_0_ln_2_bias) outs(%[[S:.*]], %[[Y:.*]], %[[M:.*]], %[[R:.*]]) params {eps = 1.000000e-05 : f64}
 // CHECK:       exec.launch "numpy.gemm_epilogue_out"(%[[Y]], %transformer_h_0_mlp_c_fc_weight, %transformer_h_0_mlp_c_fc_bias) outs(%{{.*}}, %{{.*}}) params {act = "gelu", transpose_b = true} : (!exec.buffer<1x4x4xf32, tmp>
-// CHECK:       exec.launch "numpy.add_layer_norm"(%[[S]], %{{.*}}, %transformer_ln_f_weight, %transformer_ln_f_bias)
+// CHECK:       exec.launch "numpy.add_layer_norm_out"(%[[S]], %{{.*}}, %transformer_ln_f_weight, %transformer_ln_f_bias)
 // CHECK:       exec.launch "numpy.cross_entropy_with_grad_out"
-// CHECK:       exec.launch "numpy.layer_norm_grad"(%{{.*}}, %[[S]], %[[M]], %[[R]], %transformer_h_0_ln_2_weight) outs(%{{.*}}, %dtransformer_h_0_ln_2_weight, %dtransformer_h_0_ln_2_bias)
-// CHECK:       exec.launch "numpy.scaled_dot_product_attention_grad"(%{{.*}}, %[[Q]], %[[K]], %[[V]], %[[O]], %[[LSE]], %rng_offset) outs(%{{.*}}, %{{.*}}, %{{.*}}) params {causal = true, scale = 0.70710678118654746 : f64, dropout_p = 1.000000e-01 : f64, seed = 2 : i64}
-// CHECK:       exec.launch "numpy.concat"
-// CHECK:       exec.launch "numpy.embedding_grad"(%{{.*}}, %x) outs(%{{.*}}) params {num_embeddings = 5 : i64}
+// CHECK:       exec.launch "numpy.layer_norm_grad_out"(%{{.*}}, %[[S]], %[[M]], %[[R]], %transformer_h_0_ln_2_weight) outs(%{{.*}}, %dtransformer_h_0_ln_2_weight, %dtransformer_h_0_ln_2_bias)
+// CHECK:       exec.launch "numpy.scaled_dot_product_attention_grad_out"(%{{.*}}, %[[Q]], %[[K]], %[[V]], %[[O]], %[[LSE]], %rng_offset) outs(%{{.*}}, %{{.*}}, %{{.*}}) params {causal = true, scale = 0.70710678118654746 : f64, dropout_p = 1.000000e-01 : f64, seed = 2 : i64}
+// CHECK:       exec.launch "numpy.concat_out"
+// CHECK:       exec.launch "numpy.embedding_grad_out"(%{{.*}}, %x) outs(%{{.*}}) params {num_embeddings = 5 : i64}
 // CHECK:       exec.output "loss"
 
 // CUDA-LABEL: exec.program @train_step

@@ -16,13 +16,13 @@
 // CHECK:      exec.launch "numpy.gemm_epilogue_out"(%x, %w, %b)
 // The loss, its gradient and the bias gradient (a column sum of dZ) are one fused launch.
 // CHECK:      exec.launch "numpy.cross_entropy_with_grad_out"(%logits, %y, %dloss) outs(%loss, %dlogits, %db)
-// The weight gradient is dZ^T X.
-// CHECK:      exec.launch "numpy.matmul_out"(%dlogits, %x) outs(%dw) params {transpose_a = true}
-// Adam writes param, exp_avg, exp_avg_sq and step in place: outputs are the input buffers
-// (after them it reads the hyperparameters and the grad_scale and apply scalars).
-// CHECK:      exec.launch "numpy.adam_step_out"(%w, %dw, %m, %v, %s, {{.*}}) outs(%w, %m, %v, %s)
-// CHECK-SAME: alias = "adam_triplet"
+// Each Adam update right after its gradient (aicfc-hoist-updates; dW = dZ^T X), writing
+// param, exp_avg, exp_avg_sq and step in place: outputs are the input buffers (then the
+// hyperparameters, the grad_scale and apply scalars).
 // CHECK:      exec.launch "numpy.adam_step_out"(%b, %db, %bm, %bv, %bs, {{.*}}) outs(%b, %bm, %bv, %bs)
+// CHECK-SAME: alias = "adam_triplet"
+// CHECK:      exec.launch "numpy.matmul_out"(%dlogits, %x) outs(%dw) params {transpose_a = true}
+// CHECK:      exec.launch "numpy.adam_step_out"(%w, %dw, %m, %v, %s, {{.*}}) outs(%w, %m, %v, %s)
 // In place, nothing is copied back.
 // CHECK-NOT:  exec.copy
 // CHECK:      exec.output "loss" %loss

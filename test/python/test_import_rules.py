@@ -65,10 +65,12 @@ PASSES_MAY_READ = (
     "aicfc.runtime.selector",
     "aicfc.runtime.reference",
     "aicfc.runtime.interpreter",
+    "aicfc.runtime.schedule",
 )
 """The shared runtime modules a pass may import: backend and kernel-family names, the
-kernel registry (plain data), the selector's rules, and the NumPy reference with its
-interpreter (constant folding). docs/architecture.md lists the same."""
+kernel registry (plain data), the selector's rules, the NumPy reference with its
+interpreter (constant folding), and the launches' hazards (memory planning).
+docs/architecture.md lists the same."""
 
 ALLOWED_EDGES: dict[tuple[str, str], str] = {
     (

@@ -58,6 +58,10 @@ class Attention:
             "seed": self.seed,
         }
 
+    def tiled_scalars(self) -> dict[str, object]:
+        """The tiled kernels' scalars: S = T and d is in the symbol (one per head dim)."""
+        return {n: v for n, v in self.scalars().items() if n not in ("S", "d")}
+
 
 def attention_problem(
     spec: KernelSpec, q: Any, k: Any, v: Any, offset: Any, params: Params
@@ -95,14 +99,19 @@ def attention_problem(
 
 def tiled_geometry(spec: KernelSpec, a: Attention) -> tuple[int, int]:
     """The grid (BH, ceil(T / 64)) of the tiled kernels; CudaKernelError unless S = T and
-    d is 32, 64 or 128 (the registry's constraints, checked again for hand-written IR)."""
+    d is the head dim the entry is compiled for (its `last_dims` constraint: one symbol
+    per head dim, checked again for hand-written IR)."""
     if a.s != a.t:
         raise CudaKernelError(
             f'kernel "{spec.name}": the tiled kernels take as many keys as queries '
             f"(T = {a.t}, S = {a.s})"
         )
-    if a.d not in (32, 64, 128):
-        raise CudaKernelError(f'kernel "{spec.name}": head dim {a.d} is not 32, 64 or 128')
+    dims = {d for _, sizes in spec.constraints.last_dims for d in sizes}
+    if a.d not in dims:
+        raise CudaKernelError(
+            f'kernel "{spec.name}": head dim {a.d}; the kernel is compiled for '
+            f"{' or '.join(map(str, sorted(dims)))}"
+        )
     return a.bh, cdiv(a.t, TILE)
 
 
@@ -133,14 +142,13 @@ def launch_attention(
     out, lse = outs
     expect_numel(spec, numel(q), out=out)
     expect_numel(spec, a.bh * a.t, lse=lse)
-    scalars = {n: val for n, val in a.scalars().items() if n not in ("S", "d")}
     return [
         kernel_launch(
             spec,
             grid,
             (128,),
             [q, k, v, offset, out, lse],
-            scalars,
+            a.tiled_scalars(),
             shared_mem=attention_fwd_shared(a.d),
         )
     ]
@@ -166,13 +174,12 @@ def launch_attention_grad(
         {"rows": rows, "d": a.d},
         keepalive=[ws],
     )
-    scalars = {n: val for n, val in a.scalars().items() if n not in ("S", "d")}
     grads = kernel_launch(
         spec,
         grid,
         (attention_bwd_threads(a.d),),
         [q, k, v, dout, lse, offset, *outs, ws],
-        scalars,
+        a.tiled_scalars(),
         shared_mem=attention_bwd_shared(a.d),
         keepalive=[ws],
     )

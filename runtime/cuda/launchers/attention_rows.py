@@ -20,15 +20,17 @@ from aicfc.runtime.cuda.launchers.common import (
     numel,
 )
 from aicfc.runtime.registry import KernelSpec
+from aicfc.runtime.registry_cuda import ATTENTION_ROWS_MAX_D
 
 WARPS = 8
-MAX_HEAD_DIM = 128
 DKDV_KERNEL = "cuda.attention_rows_bwd_dkdv_f32"
 
 
 def _checked(spec: KernelSpec, a: Attention) -> Attention:
-    if not 1 <= a.d <= MAX_HEAD_DIM:
-        raise CudaKernelError(f'kernel "{spec.name}": head dim {a.d} is outside [1, 128]')
+    if not 1 <= a.d <= ATTENTION_ROWS_MAX_D:
+        raise CudaKernelError(
+            f'kernel "{spec.name}": head dim {a.d} is outside [1, {ATTENTION_ROWS_MAX_D}]'
+        )
     if a.t < 1 or a.s < 1 or a.bh < 1:
         raise CudaKernelError(
             f'kernel "{spec.name}": empty attention (BH {a.bh}, T {a.t}, S {a.s})'

@@ -68,6 +68,15 @@ def param(params: Params, key: str, default: object = None) -> Any:
     return PARAM_DEFAULTS.get(key, default)
 
 
+def number(spec: KernelSpec, params: Params, key: str, kind: type[int] | type[float]) -> Any:
+    """Parameter `key` (as `param`) converted by `kind`; CudaKernelError naming the kernel
+    when it is absent or not a number (hand-written IR without the attribute)."""
+    given = param(params, key)
+    if isinstance(given, int | float | np.integer | np.floating):  # (bool is an int)
+        return kind(given)
+    raise CudaKernelError(f'kernel "{spec.name}": parameter {key} = {given!r} is not a number')
+
+
 def act_code(spec: KernelSpec, act: str) -> int:
     """The C code of activation `act` (the `act` parameter of a launch); CudaKernelError
     naming the kernel for an activation the kernels do not know."""

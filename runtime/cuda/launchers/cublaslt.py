@@ -8,7 +8,8 @@ runtime/registry_cuda.py), whose own launcher binds it. The split entries (flag
 "split_epilogue": GELU, SiLU, which cuBLASLt has no exact epilogue for) always run
 that way; without Z their product + bias goes into Y and the activation runs in place.
 A bf16/f16 entry takes every epilogue activation: one cuBLASLt has no epilogue for
-(exact GELU) runs the same way.
+(exact GELU) runs the same way. A gemm_epilogue_grad runs as the cuBLASLt product into dZ,
+then our epilogue_grad in place.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from aicfc.runtime.cuda.abi import CudaKernelError, Launch
 from aicfc.runtime.cuda.cublaslt import EPILOGUES
 from aicfc.runtime.cuda.launchers.common import Buffers, LoadContext, Params
 from aicfc.runtime.cuda.launchers.gemm import Gemm, gemm_operands
+from aicfc.runtime.cuda.launchers.reduce import product_then_epilogue_grad
 from aicfc.runtime.registry import KernelSpec
 from aicfc.runtime.registry_cuda import activation_kernel
 
@@ -67,3 +69,11 @@ def _bias_then_activation(spec: KernelSpec, g: Gemm, pre: Any, ctx: LoadContext)
         return [first]
     follow = registry.get(activation_kernel(g.act, spec.dtypes[0]))
     return [first, *launch.launches_for(follow, [pre], [g.y], {}, ctx)]
+
+
+def launch_cublaslt_then_epilogue_grad(
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
+) -> list[Launch]:
+    """gemm_epilogue_grad as a cuBLASLt product into dZ, then epilogue_grad in place
+    (launchers/reduce.py's product_then_epilogue_grad)."""
+    return product_then_epilogue_grad(spec, ins, outs, params, ctx)

@@ -12,8 +12,8 @@ from aicfc.runtime.cuda.launchers.common import (
     cdiv,
     expect_numel,
     grid_1d,
+    number,
     numel,
-    param,
 )
 from aicfc.runtime.registry import KernelSpec
 
@@ -26,7 +26,7 @@ def launch_dropout(
     n = numel(outs[0])
     expect_numel(spec, n, x=x)
     expect_numel(spec, 1, offset=offset)
-    p = float(param(params, "p"))
+    p = number(spec, params, "p", float)
     if not 0.0 <= p < 1.0:
         raise CudaKernelError(f'kernel "{spec.name}": p = {p} is outside [0, 1)')
     return [
@@ -35,6 +35,6 @@ def launch_dropout(
             grid_1d(ctx, cdiv(n, 4)),
             (THREADS,),
             [*ins, outs[0]],
-            {"p": p, "seed": int(param(params, "seed")), "n": n},
+            {"p": p, "seed": number(spec, params, "seed", int), "n": n},
         )
     ]

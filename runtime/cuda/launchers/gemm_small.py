@@ -5,6 +5,8 @@
 - split-K: K cut into chunks of 64 to 128 over the blocks of a third grid
   dimension, partial sums in a workspace, the last block of each tile adding them
   (`split_k_plan`).
+- gemm_epilogue_grad: the split-K product with the backward epilogue
+  (dZ = product * act'(saved), dbias = column sums of dZ) in the same launch.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ from aicfc.runtime.cuda.launchers.common import (
     Buffers,
     LoadContext,
     Params,
+    act_code,
     cdiv,
+    expect_numel,
+    param,
 )
 from aicfc.runtime.cuda.launchers.gemm import gemm_operands
 from aicfc.runtime.registry import KernelSpec
@@ -70,3 +75,27 @@ def launch_gemm_splitk(
     ws = ctx.workspace(tickets + (4 * splits * m * n if splits > 1 else 0))
     scalars = {**g.scalars(), "splits": splits, "k_chunk": chunk}
     return [kernel_launch(spec, grid, (THREADS,), [*g.buffers, ws], scalars, keepalive=[ws])]
+
+
+def launch_gemm_epilogue_grad(
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
+) -> list[Launch]:
+    """aicfc_gemm_epilogue_grad_f32_*: (A, B, saved) -> (dZ [M, N], dbias [N]), the split-K
+    grid and plan; workspace: tile and strip tickets, column sums, then the partials."""
+    a, b, saved = ins
+    dz, dbias = outs
+    act = str(param(params, "act", "relu"))
+    g = gemm_operands(spec, [a, b], [dz], {**params, "act": "none"})
+    m, n, k = g.m, g.n, g.k
+    expect_numel(spec, m * n, saved=saved)
+    expect_numel(spec, n, dbias=dbias)
+    splits, chunk = split_k_plan(m, n, k, ctx.sm_count)
+    grid = (cdiv(n, SPLIT_K_TILE), cdiv(m, SPLIT_K_TILE), splits)
+    if grid[1] > 65535 or splits > 65535:
+        raise CudaKernelError(f'kernel "{spec.name}": (M, N, K) = {(m, n, k)} exceeds its grid')
+    tickets = cdiv(4 * (grid[0] * grid[1] + grid[0]), 256) * 256
+    columns = 4 * cdiv(grid[1] * n, 64) * 64
+    ws = ctx.workspace(tickets + columns + (4 * splits * m * n if splits > 1 else 0))
+    scalars = {**g.scalars(), "act": act_code(spec, act), "splits": splits, "k_chunk": chunk}
+    buffers = [a, b, saved, dz, dbias, ws]
+    return [kernel_launch(spec, grid, (THREADS,), buffers, scalars, keepalive=[ws])]

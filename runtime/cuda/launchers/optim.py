@@ -29,6 +29,7 @@ from aicfc.runtime.cuda.launchers.common import (
     expect_numel,
     expect_operands,
     grid_1d,
+    number,
     numel,
     param,
 )
@@ -162,15 +163,17 @@ def launch_clip_grad_norm(
                 f'kernel "{spec.name}": gradient #{i} must be float32, got {describe([g])}'
             )
     expect_scalars(spec, "float32", total_norm=outs[0], clip_coef=outs[1])
+    max_norm = number(spec, params, "max_norm", float)
+    if not 0.0 < max_norm < float("inf"):
+        raise CudaKernelError(
+            f'kernel "{spec.name}": max_norm = {max_norm} is not a positive finite number'
+        )
     sizes = [numel(g) for g in ins]
     chunk = adam_chunk(sum(sizes), ctx.sm_count)
     chunks = _chunks(sizes, chunk)
     rows = [x for g, n in zip(ins, sizes, strict=True) for x in (g.data.ptr, n)]
     meta = ctx.table(np.array(rows + [x for c in chunks for x in c], dtype=np.int64))
     ws = ctx.workspace(16 + 8 * len(chunks))
-    max_norm = float(param(params, "max_norm"))
-    if not 0.0 < max_norm < float("inf"):
-        raise CudaKernelError(f'kernel "{spec.name}": max_norm = {max_norm} is not positive')
     scalars = {
         "meta": meta.data.ptr,
         "ntensors": len(ins),
@@ -248,7 +251,7 @@ def launch_accumulation_step(
     new_count, apply = outs
     expect_scalars(spec, "int64", count=count, new_count=new_count)
     expect_scalars(spec, "float32", apply=apply)
-    every = int(param(params, "every"))
+    every = number(spec, params, "every", int)
     if every < 1:
         raise CudaKernelError(f'kernel "{spec.name}": every = {every} is below 1')
     return [kernel_launch(spec, (1,), (32,), [count, new_count, apply], {"every": every})]
@@ -262,7 +265,7 @@ def launch_accumulate_grad(
     n = numel(grad)
     expect_operands(spec, n, [grad, accum], outs)
     expect_scalars(spec, "float32", reset=reset)
-    every = int(param(params, "every"))
+    every = number(spec, params, "every", int)
     if every < 1:
         raise CudaKernelError(f'kernel "{spec.name}": every = {every} is below 1')
     return [

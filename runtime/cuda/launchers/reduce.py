@@ -1,4 +1,6 @@
-"""Launchers of kernels/reduce.cu: the backward epilogue and reduce_sum.
+"""Launchers of kernels/reduce.cu: the backward epilogue and reduce_sum, and the
+two-launch gemm_epilogue_grad (a product kernel into dZ, then the backward epilogue in
+place on dZ) for products too large for gemm_small.cu's one-launch kernel.
 
 The backward epilogue's bias gradient is a column sum over M rows: on [16384, 1536] (a
 GPT's MLP) its 48 column tiles alone leave most of the GPU idle, so the rows are split
@@ -13,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from aicfc.runtime import registry
+from aicfc.runtime.cuda import launch
 from aicfc.runtime.cuda.abi import CudaKernelError, Launch, kernel_launch
 from aicfc.runtime.cuda.launchers.common import (
     Buffers,
@@ -25,6 +28,7 @@ from aicfc.runtime.cuda.launchers.common import (
     rows_shape,
 )
 from aicfc.runtime.registry import KernelSpec
+from aicfc.runtime.registry_cuda import COMPOSITE_PRODUCTS, EPILOGUE_GRAD_KERNEL
 
 EPILOGUE_GRAD_MIN_ROWS = 128
 """Rows of the smallest chunk that epilogue_grad's first stage gives one block (4 rows for
@@ -90,6 +94,26 @@ def launch_epilogue_grad(
         combine, (cdiv(n, 256),), (256,), [partial, dbias], {"chunks": chunks, "N": n}
     )
     return [first, second]
+
+
+def product_then_epilogue_grad(
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
+) -> list[Launch]:
+    """(A, B, saved) -> (dZ, dbias) as two launches on one stream: the product kernel that
+    COMPOSITE_PRODUCTS names for `spec` writes op(A) op(B) into dZ, then epilogue_grad runs
+    in place on dZ (each of its threads reads an element of dY before writing dZ there)."""
+    a, b, saved = ins
+    dz, dbias = outs
+    product = registry.get(COMPOSITE_PRODUCTS[spec.name])
+    flags = {k: params[k] for k in ("transpose_a", "transpose_b") if k in params}
+    first = launch.launches_for(product, [a, b], [dz], flags, ctx)
+    follow = registry.get(EPILOGUE_GRAD_KERNEL)
+    act = {"act": param(params, "act", "relu")}
+    return [*first, *launch.launches_for(follow, [dz, saved], [dz, dbias], act, ctx)]
+
+
+launch_gemm_then_epilogue_grad = product_then_epilogue_grad
+"""gemm_epilogue_grad through one of our product kernels (see product_then_epilogue_grad)."""
 
 
 def reduce_view(shape: tuple[int, ...], axes: Sequence[int]) -> tuple[int, int, int]:

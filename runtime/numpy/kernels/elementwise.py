@@ -232,22 +232,24 @@ silu_grad = _activation_grad("silu")
 
 
 def epilogue_grad(ins: Arrays, outs: Arrays, params: Params, scratch: Scratch) -> Step:
-    """(dZ, dbias) = (dY * act'(saved), column sums of dZ) for dY [M, N]."""
+    """(dZ, dbias) = (dY * act'(saved), the sums of dZ over every leading axis) for dY
+    [..., N]."""
     expect(ins, 2, "inputs")
     expect(outs, 2, "outputs")
     dy, saved = ins
     dz, dbias = outs
     act = str(param(params, "act"))
-    if act not in ACTIVATION_GRADS or dy.ndim != 2:
+    if act not in ACTIVATION_GRADS or dy.ndim < 1:
         raise Unsupported(f"act={act!r} on a rank-{dy.ndim} gradient")
     is_float(dy)
     like(saved, dy, "the saved forward value")
     like(dz, dy, "the pre-activation gradient")
-    same_layout(dbias, dy.shape[1:], dy.dtype, "the bias gradient")
+    same_layout(dbias, dy.shape[-1:], dy.dtype, "the bias gradient")
     grad = ACTIVATION_GRADS[act](dy, saved, dz, scratch)
+    rows = tuple(range(dy.ndim - 1))  # the reference's axes, so its order of additions
 
     def step() -> None:
         grad()
-        np.add.reduce(dz, axis=0, out=dbias)  # np.sum without its Python wrapper
+        np.add.reduce(dz, axis=rows, out=dbias)  # np.sum without its Python wrapper
 
     return step

@@ -27,6 +27,14 @@ from aicfc.runtime.numpy.kernels.common import (
 )
 
 
+def _flat_view(a: np.ndarray, ndim: int) -> np.ndarray:
+    """`a` with its leading dims merged into one (rank `ndim`), as a view of its buffer."""
+    try:  # copy=False raises where a copy would be needed
+        return np.reshape(a, (-1, *a.shape[a.ndim - ndim + 1 :]), copy=False)
+    except ValueError:
+        raise Unsupported(f"an array {list(a.shape)} that does not flatten in place") from None
+
+
 def _softmax_cross_entropy(
     logits: np.ndarray,
     labels: np.ndarray,
@@ -37,8 +45,12 @@ def _softmax_cross_entropy(
     grad_bias: np.ndarray | None = None,
 ) -> Step:
     """The step writing `loss`, `grad` = (exp(lsm) - onehot(y)) * dloss / N and
-    `grad_bias` (its column sums), whichever are given, from logits [N, C]."""
+    `grad_bias` (its column sums), whichever are given, from logits [..., C] and labels
+    [...] (the leading dims flattened to rows N, as the reference's `_rows` does: views)."""
     is_float(logits)
+    if logits.ndim > 2 and labels.shape == logits.shape[:-1]:
+        logits, labels = _flat_view(logits, 2), _flat_view(labels, 1)
+        grad = None if grad is None else _flat_view(grad, 2)
     if logits.ndim != 2 or labels.shape != logits.shape[:1]:
         raise Unsupported(
             f"logits {list(logits.shape)} and labels {list(labels.shape)} (expected [N, C] and [N])"

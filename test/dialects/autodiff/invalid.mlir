@@ -100,6 +100,30 @@ func.func @epilogue_grad_saved(%dy: tensor<8x16xf32>, %y: tensor<16x8xf32>) {
 
 // -----
 
+func.func @gemm_epilogue_grad_saved(%a: tensor<8x10xf32>, %b: tensor<10x16xf32>, %y: tensor<16x8xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.gemm_epilogue_grad: saved must have the product's shape [8, 16], got [16, 8]
+  %dz, %db = autodiff.gemm_epilogue_grad %a, %b, %y act = relu : (tensor<8x10xf32>, tensor<10x16xf32>, tensor<16x8xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  func.return
+}
+
+// -----
+
+func.func @gemm_epilogue_grad_act_none(%a: tensor<8x10xf32>, %b: tensor<10x16xf32>, %y: tensor<8x16xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.gemm_epilogue_grad: act must be relu, gelu or silu (for none, the product is dZ: use graph.matmul and graph.reduce_sum)
+  %dz, %db = autodiff.gemm_epilogue_grad %a, %b, %y act = none : (tensor<8x10xf32>, tensor<10x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  func.return
+}
+
+// -----
+
+func.func @gemm_epilogue_grad_k(%a: tensor<8x10xf32>, %b: tensor<12x16xf32>, %y: tensor<8x16xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.gemm_epilogue_grad: contraction dimensions differ: lhs [8, 10] has K=10, rhs [12, 16] has K=12
+  %dz, %db = autodiff.gemm_epilogue_grad %a, %b, %y act = relu : (tensor<8x10xf32>, tensor<12x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  func.return
+}
+
+// -----
+
 func.func @epilogue_grad_act_none(%dy: tensor<8x16xf32>, %y: tensor<8x16xf32>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.epilogue_grad: act must be relu, gelu or silu (for none, dZ = dY: use graph.reduce_sum)
   %dz, %db = autodiff.epilogue_grad %dy, %y act = none : (tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)

@@ -91,6 +91,18 @@ func.func @epilogue_grad(%dy: tensor<8x16xf32>, %y: tensor<8x16xf32>) {
 // CHECK-NEXT: }
 }
 
+// CHECK-LABEL: func.func @gemm_epilogue_grad
+func.func @gemm_epilogue_grad(%dz2: tensor<8x10xf32>, %w2: tensor<10x16xf32>, %w2t: tensor<16x10xf32>, %y: tensor<8x16xf32>) {
+  // CHECK-NEXT: %dz, %db = autodiff.gemm_epilogue_grad %dz2, %w2, %y act = relu : (tensor<8x10xf32>, tensor<10x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  %dz, %db = autodiff.gemm_epilogue_grad %dz2, %w2, %y act = relu : (tensor<8x10xf32>, tensor<10x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  // CHECK-NEXT: %dzt, %dbt = autodiff.gemm_epilogue_grad %dz2, %w2t, %y act = gelu transpose_b : (tensor<8x10xf32>, tensor<16x10xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  // GENERIC: %dzt, %dbt = "autodiff.gemm_epilogue_grad"(%dz2, %w2t, %y) <{act = #graph<activation gelu>, transpose_b}> : (tensor<8x10xf32>, tensor<16x10xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  %dzt, %dbt = autodiff.gemm_epilogue_grad %dz2, %w2t, %y act = gelu transpose_b : (tensor<8x10xf32>, tensor<16x10xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>)
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
 // CHECK-LABEL: func.func @adam_step
 // CHECK-SAME: (%p: tensor<16x8xf32>, %g: tensor<16x8xf32>, %m: tensor<16x8xf32>, %v: tensor<16x8xf32>, %s: tensor<f32>, %lr: tensor<f64>, %b1: tensor<f64>, %b2: tensor<f64>, %eps: tensor<f64>, %wd: tensor<f64>, %c: tensor<f32>, %a: tensor<f32>) {
 func.func @adam_step(%p: tensor<16x8xf32>, %g: tensor<16x8xf32>, %m: tensor<16x8xf32>, %v: tensor<16x8xf32>, %s: tensor<f32>, %lr: tensor<f64>, %b1: tensor<f64>, %b2: tensor<f64>, %eps: tensor<f64>, %wd: tensor<f64>, %c: tensor<f32>, %a: tensor<f32>) {

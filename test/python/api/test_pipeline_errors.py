@@ -19,14 +19,14 @@ CASES = [
         "aicfc-fsue",
         "unknown pass 'aicfc-fsue'; did you mean 'aicfc-fuse'? available: aicfc-analyze, "
         "aicfc-autocast, aicfc-data-parallel, aicfc-expand-backward, aicfc-fold-constants, "
-        "aicfc-fold-inplace, aicfc-fold-linear, aicfc-fuse, aicfc-loss-scale, aicfc-lower-exec, "
-        "aicfc-plan-memory, aicfc-train-pipeline and xDSL's (canonicalize, cse, dce); "
-        "see docs/passes.md",
+        "aicfc-fold-inplace, aicfc-fold-linear, aicfc-fuse, aicfc-hoist-updates, "
+        "aicfc-loss-scale, aicfc-lower-exec, aicfc-plan-memory, aicfc-train-pipeline and "
+        "xDSL's (canonicalize, cse, dce); see docs/passes.md",
     ),
     (
         "aicfc-fuse{bogus=1}",
         "bad pass options in 'aicfc-fuse{bogus=1}': aicfc-fuse has no option 'bogus' "
-        "(its options: patterns)",
+        "(its options: patterns, exclude)",
     ),
     (
         "cse,aicfc-fuse{patterns=1}",

@@ -37,6 +37,7 @@ from aicfc.runtime.cuda.launchers.gemm import gemm_mnk
 from aicfc.runtime.cuda.launchers.optim import launch_adam_group
 from aicfc.runtime.cuda.launchers.reduce import reduce_view
 from aicfc.runtime.errors import BackendUnavailable
+from aicfc.runtime.registry_cuda import COMPOSITE_PRODUCTS, EPILOGUE_GRAD_KERNEL
 from aicfc.runtime.selector import gemm_dims
 
 
@@ -156,6 +157,11 @@ CASES: dict[str, tuple[list[Any], list[Any], dict[str, Any]]] = {
     "graph.matmul": ([f(8, 4), f(4, 6)], [f(8, 6)], {}),
     "graph.gemm_epilogue": ([f(8, 4), f(4, 6), f(6)], [f(8, 6), f(8, 6)], {"act": "gelu"}),
     "autodiff.epilogue_grad": ([f(8, 6), f(8, 6)], [f(8, 6), f(6)], {"act": "relu"}),
+    "autodiff.gemm_epilogue_grad": (
+        [f(8, 4), f(4, 6), f(8, 6)],
+        [f(8, 6), f(6)],
+        {"act": "relu"},
+    ),
     "graph.reduce_sum": ([f(8, 6)], [f(6)], {"axes": (0,)}),
     "graph.cross_entropy": ([f(8, 10), i(8)], [f()], {}),
     "autodiff.cross_entropy_grad": ([f(8, 10), i(8), f()], [f(8, 10)], {}),
@@ -278,14 +284,23 @@ OWN_SOURCE = [
 @pytest.mark.parametrize("spec", OWN_SOURCE, ids=lambda k: k.name)
 def test_each_launcher_gives_buffers_then_exactly_its_abi_scalars(spec):
     """Every launch (the entry's own, and any auxiliary kernel's of its family) passes
-    buffers, then exactly its kernel's ABI scalars in their C types."""
+    buffers, then exactly its kernel's ABI scalars in their C types. A "composite" entry
+    runs its product kernel (COMPOSITE_PRODUCTS), then the epilogue_grad kernel its
+    symbol names, each an entry of its own."""
     ins, outs, params = case(spec)
     launches = launches_for(spec, ins, outs, params, FakeCtx())
-    assert len(launches) == LAUNCHES.get(spec.op, 1)
-    assert spec.name in [la.name for la in launches]
+    if "composite" in spec.flags:
+        product, follow = COMPOSITE_PRODUCTS[spec.name], EPILOGUE_GRAD_KERNEL
+        assert [la.name for la in launches] == [product, follow]
+        assert registry.get(follow).symbol == spec.symbol
+    else:
+        assert len(launches) == LAUNCHES.get(spec.op, 1)
+        assert spec.name in [la.name for la in launches]
     for la in launches:
         kernel = registry.get(la.name)
-        assert kernel.source == spec.source and (kernel is spec or "auxiliary" in kernel.flags)
+        if "composite" not in spec.flags:
+            assert kernel.source == spec.source
+            assert kernel is spec or "auxiliary" in kernel.flags
         assert isinstance(la, cuda_abi.KernelLaunch) and la.function == f"<{kernel.symbol}>"
         scalars = la.args[len(la.args) - len(kernel.abi) :]
         c_types = [cuda_abi.C_SCALAR_TYPES[c] for _, c in kernel.abi]
@@ -545,17 +560,56 @@ BAD_BUFFERS: dict[str, tuple[list[Any], list[Any], dict[str, Any], str]] = {
         {"max_norm": 1.0},
         r"gradient #1 must be float32, got float64\[6\]",
     ),
+    # hand-written IR without the attribute: an error naming it, not float(None)'s TypeError
+    "cuda.clip_grad_norm_f32 ": (
+        [f(8, 6)],
+        [f(), f()],
+        {},
+        "parameter max_norm = None is not a number",
+    ),
+    "cuda.clip_grad_norm_f32  ": (
+        [f(8, 6)],
+        [f(), f()],
+        {"max_norm": 0.0},
+        "max_norm = 0.0 is not a positive finite number",
+    ),
     "cuda.accumulation_step": (
         [i(dtype=np.int64)],
         [i(dtype=np.int64), f()],
         {"every": 0},
         "every = 0 is below 1",
     ),
+    "cuda.accumulation_step ": (
+        [i(dtype=np.int64)],
+        [i(dtype=np.int64), f()],
+        {},
+        "parameter every = None is not a number",
+    ),
+    "cuda.dropout_f32 ": (
+        [f(8, 6), i(dtype=np.int64)],
+        [f(8, 6)],
+        {"p": 0.1},
+        "parameter seed = None is not a number",
+    ),
     "cuda.accumulate_grad_f32": (
         [f(8, 6), f(8, 5), f()],
         [f(8, 6), f(8, 6)],
         {"every": 2},
         "operand #1 is float32",
+    ),
+    # The tiled attention kernels are one symbol per head dim: the d = 64 one must not
+    # run a d = 32 problem (it would read 64 columns a row), though 32 has a kernel too.
+    "cuda.scaled_dot_product_attention_f32_d64": (
+        [f(2, 3, 70, 32)] * 3,
+        [f(2, 3, 70, 32), f(2, 3, 70)],
+        {},
+        "head dim 32; the kernel is compiled for 64",
+    ),
+    "cuda.scaled_dot_product_attention_grad_f32_d128": (
+        [f(2, 3, 70, 64)] * 5 + [f(2, 3, 70)],
+        [f(2, 3, 70, 64)] * 3,
+        {},
+        "head dim 64; the kernel is compiled for 128",
     ),
 }
 

@@ -150,6 +150,42 @@ def random_program(rng: random.Random) -> str:
     return f"func.func @f({arg_text}) -> ({res_types}) {{\n  {body}\n  {ret}\n}}\n"
 
 
+def launch_order(program: ex.ProgramOp, planned: bool) -> list[int]:
+    """For each launch, the bit set of launches it transitively waits for in a branched
+    graph (runtime/schedule.py): with the planned arena offsets, or with every buffer its
+    own allocation (the data flow alone)."""
+    from aicfc.runtime.plan import ExecPlan
+    from aicfc.runtime.schedule import Region, ancestors, buffer_regions, dependencies, step_access
+
+    plan = ExecPlan.from_program(program)
+    regions = buffer_regions(plan)
+    if not planned:
+        regions = tuple(Region(f"own:{k}", 0, r.stop - r.start) for k, r in enumerate(regions))
+    return ancestors(dependencies([step_access(s, regions) for s in plan.steps]))
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_programs_plan_adds_no_wait_between_branches(seed):
+    """Reused arena bytes never order two launches that the data flow leaves unordered
+    (branches=true); reuse by program order alone does add such waits somewhere."""
+    text = random_program(random.Random(seed))
+    program = exec_program(text, fold=True, alignment=256)
+    assert launch_order(program, planned=True) == launch_order(program, planned=False)
+
+
+def test_program_order_reuse_adds_waits_on_the_train_step():
+    program = exec_program(TRAIN_STEP, fold=True)
+    assert launch_order(program, planned=True) == launch_order(program, planned=False)
+    module = program.parent_op()
+    assert module is not None
+    from aicfc.context import make_context
+    from aicfc.passes.aicfc_plan_memory import AicfcPlanMemoryPass
+
+    AicfcPlanMemoryPass(branches=False).apply(make_context(), module)  # re-plan in place
+    assert launch_order(program, planned=True) != launch_order(program, planned=False)
+    assert_sound(program, 256)
+
+
 @pytest.mark.parametrize("seed", range(16))
 def test_random_programs_plan_soundly_and_run_like_the_interpreter(seed):
     rng = random.Random(seed)

@@ -48,10 +48,10 @@ RTOL, ATOL = 1e-5, 1e-6
 LIT_FILE = Path(__file__).resolve().parents[2] / "passes" / "aicfc-fuse.mlir"
 
 
-def fuse(module: ModuleOp, patterns: str = "all") -> ModuleOp:
+def fuse(module: ModuleOp, patterns: str = "all", exclude: str = "") -> ModuleOp:
     """A fused copy of `module` (the input is left as it was), verified."""
     out = module.clone()
-    AicfcFusePass(patterns=patterns).apply(make_context(), out)
+    AicfcFusePass(patterns=patterns, exclude=exclude).apply(make_context(), out)
     out.verify()
     return out
 
@@ -500,7 +500,9 @@ def actual_fusions(fn: func.FuncOp) -> dict[int, tuple[str, str, bool, int]]:
 @given(programs(), st.integers(0, 2**32 - 1))
 def test_random_graphs(p: Program, seed: int) -> None:
     before = p.fn
-    after = find_func(fuse(before.parent_op()))  # type: ignore[arg-type]
+    # the oracle models the forward and epilogue patterns, not the dX product into
+    # epilogue_grad (aicfc-fuse.mlir and test_schedule.py check that one)
+    after = find_func(fuse(before.parent_op(), exclude="gemm_epilogue_grad"))  # type: ignore[arg-type]
     want, removed = expected_fusions(p)
     assert actual_fusions(after) == want
     assert len(body_ops(after)) == len(body_ops(before)) - removed

@@ -341,7 +341,8 @@ def _silu_mlp(e: Emit, x: Sequence[SSAValue]) -> list[SSAValue]:
 @pytest.mark.parametrize("fuse", [False, True], ids=["unfused", "fused_by_aicfc_fuse"])
 def test_silu_mlp(fuse: bool) -> None:
     """The two-layer SiLU MLP's gradients, before and after aicfc-fuse turns the layer into
-    gemm_epilogue act = silu and its backward into epilogue_grad act = silu."""
+    gemm_epilogue act = silu and its backward, with the next layer's dX product, into
+    gemm_epilogue_grad act = silu."""
     rng = np.random.default_rng(22)
     ins = [normal(rng, 4, 3), normal(rng, 6, 3), normal(rng, 6), normal(rng, 5, 6)]
     ins += [normal(rng, 5), np.array([1, 0, 4, 2], dtype=np.int32)]
@@ -353,6 +354,6 @@ def test_silu_mlp(fuse: bool) -> None:
         AicfcFusePass().apply(Context(), module)
         acts = [op.properties["act"] for op in module.walk() if "act" in op.properties]
         kinds = {type(op) for op in module.walk()}
-        assert {g.GemmEpilogueOp, ad.EpilogueGradOp} <= kinds and g.SiluOp not in kinds, kinds
+        assert {g.GemmEpilogueOp, ad.GemmEpilogueGradOp} <= kinds and g.SiluOp not in kinds, kinds
         assert all(str(a) == "#graph<activation silu>" for a in acts), acts
     gradcheck(case, fuse=fuse)

@@ -156,11 +156,15 @@ def exec_kernels(exec_options):
 def test_the_exec_ir_names_the_kernels_for_the_reported_capability():
     with_lt = exec_kernels({**H200, "device": "NVIDIA H200 sm_90"})
     without = exec_kernels({**H200, "cublaslt": False, "device": "NVIDIA H200 sm_90"})
-    assert with_lt[:4] == [
+    # the second bias's update right after the fused loss, then dW2, then the dX product
+    # with the first layer's backward epilogue in one launch
+    assert with_lt[:6] == [
         "cuda.gemm_epilogue_splitk_nt",
         "cuda.gemm_epilogue_skinny_nt",
         "cuda.cross_entropy_with_grad_f32_i32",
-        "cuda.matmul_skinny_nn",
+        "cuda.adam_step_multi_tensor_f32",
+        "cuda.matmul_skinny_tn",
+        "cuda.gemm_epilogue_grad_splitk_nn",
     ]
     assert not any("cublaslt" in k for k in without)
     assert "cuda.reduce_sum_f32" not in with_lt  # the last bias gradient is in the fused loss

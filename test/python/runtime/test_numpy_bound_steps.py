@@ -124,6 +124,32 @@ def test_every_launch_of_an_mlp_step_runs_its_bound_kernel():
     assert exe.runs.count("optim:adam_step") == 6
 
 
+def test_a_gpt_step_runs_only_bound_kernels_and_trains_bitwise_as_the_reference():
+    """A 2-layer GPT (heads of width 16 over a context of 16: the scores' work arrays
+    have the shape of q, k and v) with AdamW: every launch is bound (attention, layer
+    norm, the [B, T, D] products with their GELU, embedding, split, concat) and four
+    steps give the reference's losses and parameters bit for bit."""
+    from aicfc.models.gpt import GPT, GPTConfig
+
+    config = GPTConfig(vocab_size=33, block_size=16, n_layer=2, n_head=4, n_embd=64)
+    opt = optim.AdamW(lr=1e-3, weight_decay=0.1)
+    fast, ref = (
+        Program(GPT(config, rng=np.random.default_rng(0)), "cross_entropy", opt, backend)
+        for backend in (NumpyBackend(), NumpyBackend(reference=True))
+    )
+    rng = np.random.default_rng(3)
+    for step in range(4):
+        x, y = (rng.integers(0, 33, (3, 16)).astype(np.int32) for _ in range(2))
+        assert fast.step(x, y) == ref.step(x, y), f"loss differs at step {step}"
+    runs = fast.executable().runs
+    assert "reference" not in runs and "copy" not in runs, sorted(set(runs))
+    assert {"attention:scaled_dot_product_attention_grad", "norm:layer_norm_grad"} <= set(runs)
+    got, want = fast.state_dict(), ref.state_dict()
+    assert got.keys() == want.keys()
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key, strict=True)
+
+
 IN_PLACE = """
 exec.program @p {
   %x = exec.buffer "x" : !exec.buffer<8xf32, input>

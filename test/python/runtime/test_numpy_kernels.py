@@ -65,6 +65,12 @@ def labels(n: int, classes: int, dtype: type) -> Callable[[np.random.Generator, 
     return lambda rng, dt: rng.integers(0, classes, n).astype(dtype)
 
 
+def labels_of(
+    dtype: type, *shape: int, classes: int
+) -> Callable[[np.random.Generator, np.dtype], Any]:
+    return lambda rng, dt: rng.integers(0, classes, shape).astype(dtype)
+
+
 @dataclass(frozen=True)
 class Case:
     """A launch of `op`: inputs drawn by `gens`, its params, how many outputs it writes."""
@@ -146,6 +152,21 @@ CASES: dict[str, Case] = {
         "graph.gemm_epilogue", (normal(6, 9), normal(9, 4), normal(4)), {"act": "silu"}
     ),
     "gemm_no_bias": Case("graph.gemm_epilogue", (normal(6, 9), normal(9, 4))),
+    # a GPT's [B, T, D] activations times a weight
+    "matmul_batched_nt": Case(
+        "graph.matmul", (normal(3, 5, 7), normal(4, 7)), {"transpose_b": True}
+    ),
+    "matmul_batch_broadcast": Case("graph.matmul", (normal(2, 1, 5, 7), normal(3, 7, 4))),
+    "matmul_batched_tn": Case(
+        "graph.matmul", (normal(2, 7, 5), normal(2, 7, 3)), {"transpose_a": True}
+    ),
+    "gemm_gelu_rank3_saves_z": Case(
+        "graph.gemm_epilogue",
+        (normal(3, 5, 9), normal(4, 9), normal(4)),
+        {"act": "gelu", "transpose_b": True},
+        2,
+    ),
+    "gemm_rank3": Case("graph.gemm_epilogue", (normal(3, 5, 9), normal(9, 4), normal(4))),
     "gemm_none_saves_z": Case(
         "graph.gemm_epilogue", (normal(6, 9), normal(9, 4), normal(4)), {}, 2
     ),
@@ -177,8 +198,29 @@ CASES: dict[str, Case] = {
     "epilogue_grad_gelu": Case(
         "autodiff.epilogue_grad", (normal(7, 5), normal(7, 5)), {"act": "gelu"}, 2
     ),
+    "epilogue_grad_gelu_rank3": Case(
+        "autodiff.epilogue_grad", (normal(3, 7, 5), normal(3, 7, 5)), {"act": "gelu"}, 2
+    ),
     "epilogue_grad_silu": Case(
         "autodiff.epilogue_grad", (normal(7, 5), normal(7, 5)), {"act": "silu"}, 2
+    ),
+    "gemm_epilogue_grad_relu": Case(
+        "autodiff.gemm_epilogue_grad",
+        (normal(7, 3), normal(3, 5), relu_out(7, 5)),
+        {"act": "relu"},
+        2,
+    ),
+    "gemm_epilogue_grad_gelu_tt": Case(
+        "autodiff.gemm_epilogue_grad",
+        (normal(3, 7), normal(5, 3), normal(7, 5)),
+        {"act": "gelu", "transpose_a": True, "transpose_b": True},
+        2,
+    ),
+    "gemm_epilogue_grad_silu_nt": Case(
+        "autodiff.gemm_epilogue_grad",
+        (normal(7, 10), normal(5, 10), normal(7, 5)),
+        {"act": "silu", "transpose_b": True},
+        2,
     ),
     "reduce_rows": Case("graph.reduce_sum", (normal(9, 5),), {"axes": (0,)}),
     "reduce_keepdims": Case(
@@ -195,6 +237,12 @@ CASES: dict[str, Case] = {
     "cross_entropy_with_grad": Case(
         "autodiff.cross_entropy_with_grad",
         (normal(8, 5), labels(8, 5, np.int32), scalar(1.0)),
+        {},
+        2,
+    ),
+    "cross_entropy_with_grad_rank3": Case(
+        "autodiff.cross_entropy_with_grad",
+        (normal(2, 4, 5), labels_of(np.int32, 2, 4, classes=5), scalar(1.0)),
         {},
         2,
     ),
@@ -241,6 +289,98 @@ CASES: dict[str, Case] = {
         {"nesterov": True},
         2,
         alias=SGD_PAIR,
+    ),
+    "layer_norm": Case(
+        "graph.layer_norm", (normal(3, 4, 6), normal(6), normal(6)), {"eps": 1e-5}, 3
+    ),
+    "layer_norm_no_affine": Case("graph.layer_norm", (normal(5, 7),), {"eps": 1e-3}, 3),
+    "add_layer_norm": Case(
+        "graph.add_layer_norm",
+        (normal(3, 4, 6), normal(3, 4, 6), normal(6), normal(6)),
+        {"eps": 1e-5},
+        4,
+    ),
+    "add_layer_norm_weight": Case(
+        "graph.add_layer_norm", (normal(5, 6), normal(5, 6), normal(6)), {"eps": 1e-5}, 4
+    ),
+    "layer_norm_grad": Case(
+        "autodiff.layer_norm_grad",
+        (normal(3, 4, 6), normal(3, 4, 6), normal(3, 4), positive(3, 4), normal(6)),
+        {},
+        3,
+    ),
+    "layer_norm_grad_weight": Case(
+        "autodiff.layer_norm_grad",
+        (normal(5, 6), normal(5, 6), normal(5), positive(5), normal(6)),
+        {},
+        2,
+    ),
+    "layer_norm_grad_no_weight": Case(
+        "autodiff.layer_norm_grad", (normal(5, 6), normal(5, 6), normal(5), positive(5)), {}, 1
+    ),
+    "attention_causal": Case(
+        "graph.scaled_dot_product_attention",
+        (normal(2, 3, 5, 4), normal(2, 3, 5, 4), normal(2, 3, 5, 4)),
+        {"scale": 0.5, "causal": True},
+        2,
+    ),
+    "attention_cross": Case(
+        "graph.scaled_dot_product_attention",
+        (normal(2, 5, 4), normal(2, 7, 4), normal(2, 7, 4)),
+        {"scale": 0.5},
+        2,
+    ),
+    "attention_grad_causal": Case(
+        "autodiff.scaled_dot_product_attention_grad",
+        (*(normal(2, 3, 5, 4) for _ in range(5)), normal(2, 3, 5)),
+        {"scale": 0.5, "causal": True},
+        3,
+    ),
+    "attention_grad_square": Case(  # [B, H, T, Dh] of the scores' shape [B, H, T, T]
+        "autodiff.scaled_dot_product_attention_grad",
+        (*(normal(2, 2, 4, 4) for _ in range(5)), normal(2, 2, 4)),
+        {"scale": 0.5, "causal": True},
+        3,
+    ),
+    "attention_square": Case(
+        "graph.scaled_dot_product_attention",
+        (normal(2, 3, 1), normal(2, 1, 1), normal(2, 1, 1)),
+        {"scale": 0.5},
+        2,
+    ),
+    "layer_norm_grad_d1": Case(
+        "autodiff.layer_norm_grad",
+        (normal(5, 1), normal(5, 1), normal(5), positive(5), normal(1)),
+        {},
+        3,
+    ),
+    "attention_grad_cross": Case(
+        "autodiff.scaled_dot_product_attention_grad",
+        (
+            normal(2, 5, 4),
+            normal(2, 5, 4),
+            normal(2, 7, 4),
+            normal(2, 7, 4),
+            normal(2, 5, 4),
+            normal(2, 5),
+        ),
+        {"scale": 0.5},
+        3,
+    ),
+    "split": Case("graph.split", (normal(2, 3, 9),), {"axis": 2, "sizes": (3, 4, 2)}, 3),
+    "split_int": Case(
+        "graph.split", (ints(6, 2),), {"axis": 0, "sizes": (2, 4)}, 2, (np.int32, np.int64)
+    ),
+    "concat": Case(
+        "graph.concat", (normal(2, 3, 4), normal(2, 3, 1), normal(2, 3, 2)), {"axis": -1}
+    ),
+    "concat_rows": Case("graph.concat", (normal(2, 5), normal(3, 5)), {"axis": 0}),
+    "embedding": Case("graph.embedding", (labels_of(np.int32, 3, 4, classes=6), normal(6, 5))),
+    "embedding_i64": Case("graph.embedding", (labels_of(np.int64, 7, classes=3), normal(3, 2))),
+    "embedding_grad": Case(
+        "autodiff.embedding_grad",
+        (normal(3, 4, 5), labels_of(np.int32, 3, 4, classes=6)),
+        {"num_embeddings": 6},
     ),
     "sgd_momentum_not_applied": Case(
         "autodiff.sgd_step", sgd_gens(6, 5, momentum=0.9, apply=0.0), {}, 2, alias=SGD_PAIR
@@ -356,6 +496,10 @@ def test_out_kernel_in_place_under_its_alias_policy_equals_the_reference(name):
         ("adam", lambda ins, outs: (ins[:4], outs)),
         ("reduce_rows", lambda ins, outs: (ins, [np.zeros((9,), np.float32)])),
         ("transpose", lambda ins, outs: (ins, [np.zeros((4, 3, 2), np.float32)])),
+        ("matmul_batched_nt", lambda ins, outs: ([ins[0], ins[1][:3]], outs)),
+        ("layer_norm", lambda ins, outs: (ins, outs[:1])),
+        ("layer_norm_grad_no_weight", lambda ins, outs: (ins, [*outs, outs[0][0]])),
+        ("attention_causal", lambda ins, outs: ([ins[0], ins[1][:, :, :4], ins[2]], outs)),
     ],
 )
 def test_out_kernel_refuses_arrays_it_does_not_take(name, change):
@@ -367,6 +511,28 @@ def test_out_kernel_refuses_arrays_it_does_not_take(name, change):
     ins, outs = change(ins, outs)
     with pytest.raises(Unsupported):
         out_kernel(case.op)(ins, outs, case.params, Scratch())
+
+
+def test_the_attention_kernels_refuse_dropout():
+    """Dropout's mask is drawn by the reference (an offset operand, dropout_p > 0)."""
+    for name in ("attention_causal", "attention_grad_causal"):
+        case = CASES[name]
+        ins = draw(case, np.float32, seed=2)
+        outs = [garbage_like(w) for w in reference(case, ins)]
+        params = {**case.params, "dropout_p": 0.1}
+        with pytest.raises(Unsupported, match="dropout"):
+            out_kernel(case.op)(ins, outs, params, Scratch())
+
+
+def test_the_embedding_kernels_refuse_out_of_range_ids_as_the_reference_does():
+    for name, index in (("embedding", 0), ("embedding_grad", 1)):
+        case = CASES[name]
+        ins = draw(case, np.float32, seed=3)
+        outs = [garbage_like(w) for w in reference(case, ins)]
+        step = out_kernel(case.op)(ins, outs, case.params, Scratch())
+        ins[index][1, 2] = -1  # 6 rows: ids in [0, 6)
+        with pytest.raises(ValueError, match=r"ids must be in \[0, 6\) for a table of 6 rows"):
+            step()
 
 
 def test_the_cross_entropy_kernels_refuse_out_of_range_labels_as_the_reference_does():
@@ -392,6 +558,45 @@ LARGE: dict[str, Case] = {
     ),
     "epilogue_grad_gelu": Case(
         "autodiff.epilogue_grad", (normal(128, 256), normal(128, 256)), {"act": "gelu"}, 2
+    ),
+    "gemm_epilogue_grad_relu": Case(
+        "autodiff.gemm_epilogue_grad",
+        (normal(128, 10), normal(10, 256), relu_out(128, 256)),
+        {"act": "relu"},
+        2,
+    ),
+    "gemm_gelu_rank3_saves_z": Case(
+        "graph.gemm_epilogue",
+        (normal(4, 32, 256), normal(256, 256), normal(256)),
+        {"act": "gelu", "transpose_b": True},
+        2,
+    ),
+    "epilogue_grad_gelu_rank3": Case(
+        "autodiff.epilogue_grad", (normal(4, 32, 256), normal(4, 32, 256)), {"act": "gelu"}, 2
+    ),
+    "add_layer_norm": Case(
+        "graph.add_layer_norm",
+        (normal(4, 32, 256), normal(4, 32, 256), normal(256), normal(256)),
+        {"eps": 1e-5},
+        4,
+    ),
+    "layer_norm_grad": Case(
+        "autodiff.layer_norm_grad",
+        (normal(4, 32, 256), normal(4, 32, 256), normal(4, 32), positive(4, 32), normal(256)),
+        {},
+        3,
+    ),
+    "attention_causal": Case(
+        "graph.scaled_dot_product_attention",
+        (normal(4, 2, 64, 32), normal(4, 2, 64, 32), normal(4, 2, 64, 32)),
+        {"scale": 0.25, "causal": True},
+        2,
+    ),
+    "attention_grad_causal": Case(
+        "autodiff.scaled_dot_product_attention_grad",
+        (*(normal(4, 2, 64, 32) for _ in range(5)), normal(4, 2, 64)),
+        {"scale": 0.25, "causal": True},
+        3,
     ),
     "cross_entropy_with_grad": Case(
         "autodiff.cross_entropy_with_grad",

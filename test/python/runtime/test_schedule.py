@@ -266,16 +266,21 @@ def test_every_pair_of_a_chain_is_ordered_on_any_stream_count():
 H200 = {"arch": 90, "tensor_core": True, "cublaslt": True, "device": "NVIDIA H200 sm_90"}
 
 
-def small_step_nodes(tf32: bool) -> tuple[list[str], list[frozenset[int]]]:
+def small_step_nodes(
+    tf32: bool, branches: bool = True, first_graph: bool = False
+) -> tuple[list[str], list[frozenset[int]]]:
     """(the first kernel of each node, the nodes' dependencies) of the small step lowered
-    for an H200, grouped and given cuBLASLt workspaces as CupyExecutable does."""
+    for an H200, grouped and given cuBLASLt workspaces as CupyExecutable does;
+    `branches`: aicfc-plan-memory's option (False: reuse by program order alone);
+    `first_graph`: the pipeline of the first measured graph (no gemm_epilogue_grad
+    fusion, no aicfc-hoist-updates)."""
     from xdsl.dialects.builtin import ModuleOp
 
     from aicfc import nn, optim
     from aicfc.builder import build_train_step
     from aicfc.context import make_context
     from aicfc.dialects import exec as ex
-    from aicfc.passes.pipelines import run_steps, train_pipeline
+    from aicfc.passes.pipelines import Step, run_steps, train_pipeline
     from aicfc.runtime import registry
     from aicfc.runtime.cuda.launch import group_steps
     from aicfc.runtime.schedule import node_access
@@ -285,7 +290,19 @@ def small_step_nodes(tf32: bool) -> tuple[list[str], list[frozenset[int]]]:
     )
     fn = build_train_step(model, "cross_entropy", optim.Adam(), (128, 784), np.float32)
     module = ModuleOp([fn])
-    run_steps(make_context(), module, train_pipeline("cupy", True, {**H200, "tf32": tf32}))
+    steps = train_pipeline("cupy", True, {**H200, "tf32": tf32})
+    assert steps[-1].passes == "aicfc-plan-memory"
+    option = "true" if branches else "false"
+    steps = (*steps[:-1], Step("planned", f"aicfc-plan-memory{{branches={option}}}"))
+    if first_graph:
+        steps = tuple(
+            Step(s.stage, "aicfc-fuse{exclude=gemm_epilogue_grad}")
+            if s.stage == "fused-backward"
+            else s
+            for s in steps
+            if s.stage != "hoisted"
+        )
+    run_steps(make_context(), module, steps)
     program = next(op for op in module.ops if isinstance(op, ex.ProgramOp))
     plan = ExecPlan.from_program(program)
     specs = [registry.get(s.kernel) if isinstance(s, LaunchStep) else None for s in plan.steps]
@@ -306,7 +323,7 @@ def small_step_nodes(tf32: bool) -> tuple[list[str], list[frozenset[int]]]:
 def test_small_step_graph_runs_each_layers_dx_and_dw_side_by_side(tf32):
     from aicfc.runtime.schedule import longest_chain
 
-    names, deps = small_step_nodes(tf32)
+    names, deps = small_step_nodes(tf32, first_graph=True)
     assert len(names) == 12
     assert names[-1] == "cuda.adam_step_multi_tensor_f32"
     anc = ancestors(deps)
@@ -320,11 +337,71 @@ def test_small_step_graph_runs_each_layers_dx_and_dw_side_by_side(tf32):
     plan = schedule(direct(deps), 4)
     streams = {i.node: i.stream for i in plan.issues}
     assert streams[4] != streams[5] and streams[7] != streams[8]
-    assert plan.streams == 2
-    # 12 nodes, 10 on the longest path: dW3 and dW2 left it. (dW1 still waits for dW2:
-    # its gradient reuses the arena bytes of the activation dW2 reads.)
+    # dW3 (5) is joined only by the optimizer, so dW2 (8) takes a third stream.
+    assert plan.streams == 3
+    # 12 nodes, 10 on the longest path: dW3 and dW2 left it.
     assert longest_chain(deps) == 10
-    assert 8 in deps[10]
+    assert_respects(deps, 4)
+
+
+# The direct edges of the small step (node: the nodes it waits for), read off its exec IR:
+#   0 h1 = relu(x W1^T + b1)   1 h2 = relu(h1 W2^T + b2)   2 logits = h2 W3^T + b3
+#   3 loss, dZ3, db3           4 dY2 = dZ3 W3 (dX3)        5 dW3 = dZ3^T h2
+#   6 dZ2, db2 = epilogue_grad(dY2, h2)                    7 dY1 = dZ2 W2 (dX2)
+#   8 dW2 = dZ2^T h1           9 dZ1, db1 = epilogue_grad(dY1, h1)
+#   10 dW1 = dZ1^T x           11 Adam of all six tensors (one multi-tensor launch)
+DATA_FLOW_EDGES = [set(), {0}, {1}, {2}, {3}, {3}, {4}, {6}, {6}, {7}, {9}, {5, 8, 10}]
+"""The data flow alone: dW3 (5) and dW2 (8) are only waited for by the optimizer."""
+PROGRAM_ORDER_EDGES = [set(), {0}, {1}, {2}, {3}, {3}, {4, 5}, {6}, {6}, {7}, {8, 9}, {10}]
+"""With reuse by program-order lifetimes (aicfc-plan-memory{branches=false}), the two
+write-after-read waits of the first measured graph: dZ2 (6) is written into the bytes of
+dZ3, which dW3 (5) reads, and dW1 (10) into bytes over h1, which dW2 (8) reads; the
+transitive reduction then drops 10's wait for 9 and the optimizer's for 5 and 8."""
+
+
+@pytest.mark.parametrize("tf32", [False, True])
+def test_small_step_memory_plan_adds_no_wait_between_branches(tf32):
+    from aicfc.runtime.schedule import longest_chain
+
+    names, before = small_step_nodes(tf32, branches=False, first_graph=True)
+    _, after = small_step_nodes(tf32, branches=True, first_graph=True)
+    assert len(names) == 12
+    assert [set(d) for d in direct(before)] == PROGRAM_ORDER_EDGES
+    assert [set(d) for d in direct(after)] == DATA_FLOW_EDGES
+    # The same 12 nodes and 10 on the longest chain (0-1-2-3-4-6-7-9-10-11), but dW3
+    # and dW2 now overlap the rest of the backward instead of delaying it.
+    assert longest_chain(before) == longest_chain(after) == 10
+    assert sum(map(len, direct(after))) == sum(map(len, direct(before)))
+    anc = ancestors(after)
+    assert not anc[6] >> 5 & 1 and not anc[10] >> 8 & 1
+    assert_respects(after, 4)
+
+
+# The small step as the pipeline compiles it now: each layer's dX product carries the
+# backward epilogue below it (gemm_epilogue_grad), and each Adam update follows its
+# gradients (aicfc-hoist-updates), grouped where consecutive:
+#   0 h1   1 h2   2 logits   3 loss, dZ3, db3   4 Adam(b3)   5 dW3
+#   6 dZ2, db2 = gemm_epilogue_grad(dZ3, W3, h2)   7 Adam(b2, W3)   8 dW2
+#   9 dZ1, db1 = gemm_epilogue_grad(dZ2, W2, h1)   10 Adam(b1, W2)   11 dW1   12 Adam(W1)
+STEP_EDGES = [set(), {0}, {1}, {2}, {3}, {3}, {3}, {5, 6}, {6}, {6}, {8, 9}, {9}, {11}]
+"""Adam(b2, W3) waits for dW3 and for the product that last reads W3 (6); Adam(b1, W2)
+likewise for dW2 and 9."""
+
+
+@pytest.mark.parametrize("tf32", [False, True])
+def test_small_step_keeps_epilogues_and_updates_off_the_critical_path(tf32):
+    from aicfc.runtime.schedule import longest_chain
+
+    first, before = small_step_nodes(tf32, first_graph=True)
+    names, deps = small_step_nodes(tf32)
+    assert [set(d) for d in direct(deps)] == STEP_EDGES
+    assert names[6] == names[9] == "cuda.gemm_epilogue_grad_splitk_nn"
+    assert "cuda.epilogue_grad_f32" in first and "cuda.epilogue_grad_f32" not in names
+    assert [n for n in names if "adam" in n] == ["cuda.adam_step_multi_tensor_f32"] * 4
+    # 12 nodes and 10 on the longest chain before; 13 and 8 now
+    # (0-1-2-3-6-9-11-12: the forward, the loss, two dX products, dW1, its update).
+    assert (len(first), longest_chain(before)) == (12, 10)
+    assert (len(names), longest_chain(deps)) == (13, 8)
     assert_respects(deps, 4)
 
 

@@ -48,7 +48,10 @@ def test_help_lists_aicfc_passes_and_only_the_curated_xdsl_ones(capsys):
         aicfc_opt.main(["--help"])
     assert info.value.code == 0
     text = "".join(capsys.readouterr().out.split())  # argparse wraps lines, even at '-'
-    assert "aicfc'spasses:aicfc-fuse,aicfc-expand-backward,aicfc-lower-exec" in text
+    assert (
+        "aicfc'spasses:aicfc-fuse,aicfc-expand-backward,aicfc-hoist-updates,aicfc-lower-exec"
+        in text
+    )
     assert "xDSL's:canonicalize,cse,dce." in text
     assert "docs/passes.md" in text
     assert "convert-riscv" not in text and "csl-stencil" not in text
@@ -80,7 +83,7 @@ def test_version_prints_aicfcs_version(capsys):
             "aicfc-plan-memory{alignment=1.5}",
             "option 'alignment' of aicfc-plan-memory expects an integer, got 1.5",
         ),
-        ("aicfc-fuse{zz=1}", "aicfc-fuse has no option 'zz' (its options: patterns)"),
+        ("aicfc-fuse{zz=1}", "aicfc-fuse has no option 'zz' (its options: patterns, exclude)"),
         ("cse{bogus=true}", "cse has no option 'bogus' (it takes no options)"),
         (
             "aicfc-lower-exec{backend=tpu}",
