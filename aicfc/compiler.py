@@ -29,6 +29,7 @@ def compile(
     inplace: bool = True,
     tf32: bool = False,
     cache_dir: str | os.PathLike[str] | bool | None = None,
+    precision: str = "fp32",
     *,
     lr_scheduler: LRScheduler | None = None,
     clip_grad_norm: float | None = None,
@@ -53,6 +54,11 @@ def compile(
     tf32:      allow TF32 tensor-core GEMMs on the cupy backend (about 1e-3 relative
                error, several times faster on large layers); False (default) keeps
                every product strict fp32. The numpy backend is strict fp32 either way.
+    precision: "fp32" (default: every product strict fp32), "tf32" (the same as
+               tf32=True), "bf16" or "fp16" (mixed precision: products in the low dtype
+               with fp32 accumulation, fp32 master weights, optimizer state, loss,
+               softmax and layer norm; the aicfc-autocast pass, docs/passes.md). The
+               state dict holds the fp32 masters, so checkpoints load across precisions.
     cache_dir: the compile cache's folder (aicfc/compile_cache.py: the planned exec IR
                by a hash of the model's IR, the pipeline and the device); None (default)
                uses $AICFC_CACHE_DIR or ~/.cache/aicfc/compiled, False disables it.
@@ -72,7 +78,7 @@ def compile(
 
     Nothing is lowered yet: each function is built and compiled at its first
     call with a new batch shape (see Program). Raises ValueError for an
-    unknown loss or backend or a bad training option, nn.ShapeError
+    unknown loss, backend or precision or a bad training option, nn.ShapeError
     (nn.LayerMismatch) for layers that do not fit, TypeError for a non-aicfc model
     or optimizer or for parameters that are not all float32 or all float64, and the
     runtime's BackendUnavailable when backend="cupy" cannot run here.
@@ -104,6 +110,7 @@ def compile(
         tf32=tf32,
         backend_reason=reason,
         cache_dir=cache_dir,
+        precision=precision,
         options=options,
         data_parallel=dp,
     )

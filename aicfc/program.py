@@ -49,7 +49,7 @@ from aicfc.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from aicfc.compile_cache import CompileCache, cache_folder, cache_key, file_digest
 from aicfc.context import make_context
 from aicfc.dialects import exec as ex
-from aicfc.dialects.autodiff import BackwardOp
+from aicfc.dialects.autodiff import BackwardOp, UpdateScaleOp
 from aicfc.dialects.roles import arg_name
 from aicfc.evaluate import Evaluation, evaluate
 from aicfc.ir import print_module
@@ -58,6 +58,7 @@ from aicfc.optim import Optimizer
 from aicfc.optim.lr_scheduler import LRScheduler
 from aicfc.param_groups import ParamGroupView, last_epoch, replace_optimizer
 from aicfc.passes.aicfc_expand_backward import unused_wrt
+from aicfc.passes.aicfc_loss_scale import GROWTH_TRACKER, SCALE
 from aicfc.passes.pipelines import (
     GRAPH_STAGE,
     run_steps,
@@ -205,6 +206,20 @@ def _contiguous(a: Any, device: bool) -> Any:
     return a.copy() if device else np.ascontiguousarray(a)
 
 
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+"""The values of `aicfc.compile(precision=...)`."""
+
+AUTOCAST_DTYPE = {"bf16": "bf16", "fp16": "fp16"}
+"""The aicfc-autocast dtype of each mixed precision."""
+
+
+def loss_scale_state() -> dict[str, np.ndarray]:
+    """The first values of fp16's dynamic loss-scaling state (torch GradScaler's init_scale
+    2^16 and a growth tracker at 0), by their state-dict names."""
+    init = UpdateScaleOp.DEFAULTS["init_scale"]
+    return {SCALE: np.asarray(init, np.float32), GROWTH_TRACKER: np.asarray(0.0, np.float32)}
+
+
 class Program:
     """A model compiled for training and inference on one backend.
 
@@ -228,6 +243,14 @@ class Program:
     error); None keeps the backend's setting (`CupyBackend(tf32=...)`, False by
     default: strict fp32). The numpy backend computes in strict fp32 regardless.
 
+    precision: "fp32" (default), "tf32" (fp32 with TF32 products: the same as tf32=True),
+    "bf16" or "fp16": mixed precision, the products in the low dtype with fp32
+    accumulation (aicfc-autocast, docs/passes.md), while the params stay fp32 master
+    weights: `state_dict()` holds fp32 and loads across precisions. fp16 adds dynamic loss
+    scaling (aicfc-loss-scale: torch GradScaler's semantics on the device) and its state
+    `amp.scale`, `amp.growth_tracker` (a checkpoint without them loads with strict=False
+    and keeps the current scale). `self.precision`.
+
     data_parallel: an aicfc.distributed.DataParallel with its communicator: the train
     step all-reduces its gradients (stage "data-parallel") and every param and state is
     broadcast from rank 0 here (docs/api.md, "Data-parallel training").
@@ -243,9 +266,17 @@ class Program:
         tf32: bool | None = None,
         backend_reason: str = "requested",
         cache_dir: str | os.PathLike[str] | bool | None = None,
+        precision: str = "fp32",
         options: TrainingOptions | None = None,
         data_parallel: DataParallel | None = None,
     ):
+        if precision not in PRECISIONS:
+            raise ValueError(
+                f"compile: unknown precision {precision!r}; expected one of {', '.join(PRECISIONS)}"
+            )
+        self.precision = precision
+        if precision == "tf32":
+            tf32 = True
         self.model = model
         self.backend_reason = backend_reason
         self.loss = loss
@@ -257,7 +288,9 @@ class Program:
         if tf32 is not None and "tf32" in exec_options:
             exec_options["tf32"] = tf32
         self.tf32 = bool(exec_options.get("tf32", False))
-        self._steps = train_pipeline(backend.name, inplace, exec_options)
+        self._steps = train_pipeline(
+            backend.name, inplace, exec_options, autocast=AUTOCAST_DTYPE.get(precision)
+        )
         self.data_parallel = data_parallel
         comm = data_parallel.communicator if data_parallel is not None else None
         if data_parallel is not None:
@@ -286,6 +319,8 @@ class Program:
         self.store: BufferStore = backend.create_store()
         init = initial_values(model, optimizer, self.options)
         self._transient = frozenset(transient_states(model, self.options))
+        if precision == "fp16":  # aicfc-loss-scale's state, GradScaler's initial values
+            init.update(loss_scale_state())
         for name, value in init.items():
             role = "param" if name in params else "state"
             self.store.declare(name, value.shape, value.dtype, role)

@@ -78,6 +78,8 @@ class OpFlag(enum.IntFlag):
     """Reads rows of a table selected by integer indices (embedding)."""
     IS_NORMALIZATION = 1 << 22
     """Normalises along the last dim by statistics of its own input (layer_norm)."""
+    IS_CAST = 1 << 23
+    """Changes only the element type (graph.cast: a narrowing cast rounds to nearest even)."""
     # --- derived: computed per instance in context (bits 32-63) ---
     DTYPE_F32 = 1 << 32
     DTYPE_F16 = 1 << 33

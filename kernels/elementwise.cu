@@ -5,13 +5,15 @@
 // of 256 threads to fill the device, at most one element per thread per pass).
 // ABIs:
 //   aicfc_{add,sub,mul}_{f32,i32,i64}: (a, b, out, int64 n)         same shapes
+//   (add, sub, mul, bias_add and every activation and its gradient also _bf16, _f16:
+//   fp32 math inside, one rounding on the store)
 //   aicfc_bias_add_f32:                (x, bias, out, int64 n, int64 C)  bias along the last dim
 //   aicfc_<act>_f32:                   (x, out, int64 n)             y = act(x)
 //   aicfc_<act>_grad_f32:              (dy, s, dx, int64 n)          dx = dy act'(.), s the
 //       input or output the activation's gradient saves; one pair per row of
 //       AICFC_ACTIVATIONS (common.cuh: relu, gelu, tanh, ...)
 //   aicfc_copy_bytes:                  (src, dst, int64 nbytes)      16-byte words when aligned
-//   aicfc_permute_b{32,64}:            (x, out, const int64* meta, int32 rank, int64 n)
+//   aicfc_permute_b{16,32,64}:            (x, out, const int64* meta, int32 rank, int64 n)
 //       out[i] = x[sum_d idx_d(i) * meta[rank + d]] with idx_d the digits of i in the
 //       output shape meta[0:rank]; the strides say where each output axis comes from
 //       (a transpose permutes the input strides, a broadcast sets them to 0).
@@ -20,7 +22,7 @@
 //       contiguous in both, its size and every source stride multiples of 4 and both
 //       buffers 16-byte aligned (a transpose that moves whole rows: heads split or merged);
 //       n counts words, meta's strides are in elements.
-//   aicfc_strided_copy_b{32,64}:      (x, out, const int64* meta, int32 rank, int64 n)
+//   aicfc_strided_copy_b{16,32,64}:      (x, out, const int64* meta, int32 rank, int64 n)
 //       out[meta[3 rank + 1] + sum_d idx_d(i) meta[2 rank + d]] =
 //       x[meta[3 rank] + sum_d idx_d(i) meta[rank + d]], idx_d the digits of i in the
 //       shape meta[0:rank]: a strided view copied into another (graph.split reads one
@@ -30,6 +32,7 @@
 //       x [..., T, S]: out = fill where the column j exceeds the row i, else x
 //       (graph.causal_mask, top-left aligned as torch.tril).
 #include "common.cuh"
+#include "lowp.cuh"
 
 AICFC_EXPORT_ABI_VERSION
 
@@ -79,6 +82,43 @@ extern "C" __global__ void aicfc_bias_add_f32(const float* x,
 
 AICFC_ACTIVATIONS(AICFC_ACTIVATION_KERNELS)
 
+// The same arithmetic on bf16 and f16 storage (suffixes _bf16, _f16): load widens to
+// float, the expression runs in float, the store rounds once (kernels/lowp.cuh).
+#define AICFC_LOW_BINARY(NAME, SUFFIX, T, EXPR)                                          \
+  extern "C" __global__ void aicfc_##NAME##_##SUFFIX(const T* a, const T* b, T* out,     \
+                                                     int64_t n) {                        \
+    AICFC_GRID_STRIDE(i, n) {                                                            \
+      float x = aicfc::load<T>(a[i]), y = aicfc::load<T>(b[i]);                          \
+      out[i] = aicfc::store<T>(EXPR);                                                    \
+    }                                                                                    \
+  }
+#define AICFC_LOW_UNARY(NAME, SUFFIX, T, EXPR)                                           \
+  extern "C" __global__ void aicfc_##NAME##_##SUFFIX(const T* in, T* out, int64_t n) {   \
+    AICFC_GRID_STRIDE(i, n) {                                                            \
+      float x = aicfc::load<T>(in[i]);                                                   \
+      out[i] = aicfc::store<T>(EXPR);                                                    \
+    }                                                                                    \
+  }
+#define AICFC_LOW_KERNELS(SUFFIX, T)                                                     \
+  AICFC_LOW_BINARY(add, SUFFIX, T, x + y)                                                \
+  AICFC_LOW_BINARY(sub, SUFFIX, T, x - y)                                                \
+  AICFC_LOW_BINARY(mul, SUFFIX, T, x * y)                                                \
+  extern "C" __global__ void aicfc_bias_add_##SUFFIX(const T* x, const T* bias, T* out,  \
+                                                     int64_t n, int64_t C) {             \
+    AICFC_GRID_STRIDE(i, n) {                                                            \
+      out[i] = aicfc::store<T>(aicfc::load<T>(x[i]) + aicfc::load<T>(bias[i % C]));      \
+    }                                                                                    \
+  }
+#define AICFC_LOW_ACTIVATION(NAME, CODE)                                                 \
+  AICFC_LOW_UNARY(NAME, bf16, aicfc::bf16, aicfc::NAME(x))                               \
+  AICFC_LOW_UNARY(NAME, f16, aicfc::f16, aicfc::NAME(x))                                 \
+  AICFC_LOW_BINARY(NAME##_grad, bf16, aicfc::bf16, aicfc::NAME##_grad(x, y))             \
+  AICFC_LOW_BINARY(NAME##_grad, f16, aicfc::f16, aicfc::NAME##_grad(x, y))
+
+AICFC_LOW_KERNELS(bf16, aicfc::bf16)
+AICFC_LOW_KERNELS(f16, aicfc::f16)
+AICFC_ACTIVATIONS(AICFC_LOW_ACTIVATION)
+
 extern "C" __global__ void aicfc_copy_bytes(const void* src, void* dst,
                                             int64_t nbytes) {
   bool aligned = ((reinterpret_cast<uint64_t>(src) | reinterpret_cast<uint64_t>(dst) |
@@ -111,6 +151,11 @@ __device__ __forceinline__ void permute(const T* x, T* out,
 extern "C" __global__ void aicfc_permute_b32(const uint32_t* x, uint32_t* out, const int64_t* meta,
                                              int32_t rank, int64_t n) {
   permute<uint32_t>(x, out, meta, rank, n);
+}
+
+extern "C" __global__ void aicfc_permute_b16(const uint16_t* x, uint16_t* out, const int64_t* meta,
+                                             int32_t rank, int64_t n) {
+  permute<uint16_t>(x, out, meta, rank, n);
 }
 
 extern "C" __global__ void aicfc_permute_b64(const uint64_t* x, uint64_t* out, const int64_t* meta,
@@ -149,6 +194,11 @@ __device__ __forceinline__ void strided_copy(const T* x, T* out, const int64_t* 
 extern "C" __global__ void aicfc_strided_copy_b32(const uint32_t* x, uint32_t* out,
                                                   const int64_t* meta, int32_t rank, int64_t n) {
   strided_copy<uint32_t>(x, out, meta, rank, n);
+}
+
+extern "C" __global__ void aicfc_strided_copy_b16(const uint16_t* x, uint16_t* out,
+                                                  const int64_t* meta, int32_t rank, int64_t n) {
+  strided_copy<uint16_t>(x, out, meta, rank, n);
 }
 
 extern "C" __global__ void aicfc_strided_copy_b64(const uint64_t* x, uint64_t* out,

@@ -20,9 +20,15 @@
 //   ABI: (x, out, int64 outer, int64 R, int64 inner, int64 rows).
 //
 // All are deterministic: each sum runs in a fixed order (no atomics).
+// epilogue_grad and reduce_sum come in f32, bf16 and f16 (suffix _f32, _bf16, _f16): one
+// template on the storage type, fp32 math inside (kernels/lowp.cuh): loads widen, sums run
+// in float, and each result rounds once on its store (dbias sums the unrounded dZ, as
+// reference.epilogue_grad does in float32 before rounding). The bf16/f16 ones run as one
+// chunk (their launchers: a rounded partial would round twice).
 // Column kernels: block 32 x 32 threads, column tile of 32 (coalesced 128-byte rows),
 // 32 row groups reduced through shared memory.
 #include "common.cuh"
+#include "lowp.cuh"
 
 AICFC_EXPORT_ABI_VERSION
 
@@ -33,10 +39,11 @@ constexpr int kCols = 32, kRowGroups = 32;
 }  // namespace
 
 // Grid: (ceil(N / 32), chunks); block: (32, 32).
-extern "C" __global__ void __launch_bounds__(1024)
-    aicfc_epilogue_grad_f32(const float* __restrict__ dY, const float* __restrict__ saved,
-                            float* __restrict__ dZ, float* __restrict__ partial, int32_t M,
-                            int32_t N, int32_t act, int32_t rows) {
+template <class T>
+__device__ __forceinline__ void epilogue_grad(const T* __restrict__ dY,
+                                              const T* __restrict__ saved, T* __restrict__ dZ,
+                                              T* __restrict__ partial, int32_t M, int32_t N,
+                                              int32_t act, int32_t rows) {
   __shared__ float part[kRowGroups][kCols + 1];
   int n = blockIdx.x * kCols + threadIdx.x;
   int begin = blockIdx.y * rows;
@@ -46,8 +53,9 @@ extern "C" __global__ void __launch_bounds__(1024)
 #pragma unroll 4
     for (int m = begin + threadIdx.y; m < end; m += kRowGroups) {
       size_t o = (size_t)m * N + n;
-      float g = aicfc::activate_grad(__ldg(dY + o), __ldg(saved + o), act);
-      dZ[o] = g;
+      float g = aicfc::activate_grad(aicfc::load<T>(__ldg(dY + o)),
+                                     aicfc::load<T>(__ldg(saved + o)), act);
+      dZ[o] = aicfc::store<T>(g);
       s += g;
     }
   }
@@ -57,7 +65,7 @@ extern "C" __global__ void __launch_bounds__(1024)
     float t = 0.0f;
 #pragma unroll 8
     for (int r = 0; r < kRowGroups; ++r) t += part[r][threadIdx.x];
-    partial[(size_t)blockIdx.y * N + n] = t;
+    partial[(size_t)blockIdx.y * N + n] = aicfc::store<T>(t);
   }
 }
 
@@ -74,9 +82,10 @@ extern "C" __global__ void aicfc_sum_partials_f32(const float* __restrict__ part
 
 // Reduce over R with a contiguous inner dimension: grid (ceil(inner / 32), chunks outer),
 // block (32, 32); inner == 1 takes one chunk (rows >= R).
-extern "C" __global__ void __launch_bounds__(1024)
-    aicfc_reduce_sum_f32(const float* __restrict__ x, float* __restrict__ out, int64_t outer,
-                         int64_t R, int64_t inner, int64_t rows) {
+template <class T>
+__device__ __forceinline__ void reduce_sum(const T* __restrict__ x, T* __restrict__ out,
+                                           int64_t outer, int64_t R, int64_t inner,
+                                           int64_t rows) {
   __shared__ float part[kRowGroups][kCols + 1];
   __shared__ float scratch[32];
   int64_t o = blockIdx.y % outer, c = blockIdx.y / outer;
@@ -84,23 +93,25 @@ extern "C" __global__ void __launch_bounds__(1024)
   float s = 0.0f;
   if (inner == 1) {
     // Row reduction: the whole block strides over R.
-    const float* row = x + o * R;
+    const T* row = x + o * R;
     int tid = threadIdx.y * kCols + threadIdx.x;
-    for (int64_t r = tid; r < R; r += kCols * kRowGroups) s += __ldg(row + r);
+    for (int64_t r = tid; r < R; r += kCols * kRowGroups) s += aicfc::load<T>(__ldg(row + r));
     // block_sum expects a 1-D block; reduce through shared memory instead.
     s = aicfc::warp_sum(s);
     if (threadIdx.x == 0) scratch[threadIdx.y] = s;
     __syncthreads();
     if (threadIdx.y == 0) {
       float t = aicfc::warp_sum(scratch[threadIdx.x]);
-      if (threadIdx.x == 0 && blockIdx.x == 0) out[o] = t;
+      if (threadIdx.x == 0 && blockIdx.x == 0) out[o] = aicfc::store<T>(t);
     }
     return;
   }
   int64_t i = (int64_t)blockIdx.x * kCols + threadIdx.x;
   if (i < inner) {
-    const float* base = x + o * R * inner + i;
-    for (int64_t r = begin + threadIdx.y; r < end; r += kRowGroups) s += __ldg(base + r * inner);
+    const T* base = x + o * R * inner + i;
+    for (int64_t r = begin + threadIdx.y; r < end; r += kRowGroups) {
+      s += aicfc::load<T>(__ldg(base + r * inner));
+    }
   }
   part[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
@@ -108,6 +119,22 @@ extern "C" __global__ void __launch_bounds__(1024)
     float t = 0.0f;
 #pragma unroll 8
     for (int r = 0; r < kRowGroups; ++r) t += part[r][threadIdx.x];
-    out[(c * outer + o) * inner + i] = t;
+    out[(c * outer + o) * inner + i] = aicfc::store<T>(t);
   }
 }
+
+#define AICFC_REDUCE_KERNELS(SUFFIX, T)                                                   \
+  extern "C" __global__ void __launch_bounds__(1024) aicfc_epilogue_grad_##SUFFIX(      \
+      const T* __restrict__ dY, const T* __restrict__ saved, T* __restrict__ dZ,        \
+      T* __restrict__ partial, int32_t M, int32_t N, int32_t act, int32_t rows) {       \
+    epilogue_grad<T>(dY, saved, dZ, partial, M, N, act, rows);                           \
+  }                                                                                      \
+  extern "C" __global__ void __launch_bounds__(1024) aicfc_reduce_sum_##SUFFIX(         \
+      const T* __restrict__ x, T* __restrict__ out, int64_t outer, int64_t R,           \
+      int64_t inner, int64_t rows) {                                                     \
+    reduce_sum<T>(x, out, outer, R, inner, rows);                                        \
+  }
+
+AICFC_REDUCE_KERNELS(f32, float)
+AICFC_REDUCE_KERNELS(bf16, aicfc::bf16)
+AICFC_REDUCE_KERNELS(f16, aicfc::f16)

@@ -24,6 +24,8 @@ PASS_CLASSES: dict[str, str] = {
     "aicfc-analyze": "AicfcAnalyzePass",
     "aicfc-fold-linear": "AicfcFoldLinearPass",
     "aicfc-fold-constants": "AicfcFoldConstantsPass",
+    "aicfc-autocast": "AicfcAutocastPass",
+    "aicfc-loss-scale": "AicfcLossScalePass",
     "aicfc-data-parallel": "AicfcDataParallelPass",
 }
 """Registered passes: name -> class name in `aicfc.passes.<name with underscores>`."""

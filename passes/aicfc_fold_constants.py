@@ -17,7 +17,7 @@ error naming the op, as they would be when the step runs.
 
 Not folded:
 - stochastic ops (dropout): the draw stays visible in the IR and the report;
-- results the NumPy runtime has no dtype for (bf16);
+- results the NumPy runtime has no dtype for;
 - folds that would grow the IR: the results may hold at most as many
   elements as the constant operands together, unless every result is a
   splat (one repeated value) or they are small (at most `SMALL_CONSTANT`

@@ -22,6 +22,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from aicfc.passes.aicfc_autocast import PIPELINE_PRECISIONS
 from aicfc.passes.pipelines import run_steps, train_pipeline
 
 
@@ -33,18 +34,27 @@ class AicfcTrainPipelinePass(ModulePass):
              names it; runtime/backend_names.py): aicfc-lower-exec selects the kernels
              of the backend's kernel family.
     inplace: false leaves every launch out-of-place (aicfc-fold-inplace{enable=false}).
+    precision: "fp32" (default), "bf16" or "fp16": the two low ones add the aicfc-autocast
+             step with that dtype (mixed precision, float32 master weights).
     """
 
     name = "aicfc-train-pipeline"
 
     backend: str = "numpy"
     inplace: bool = True
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
+        if self.precision not in PIPELINE_PRECISIONS:
+            raise ValueError(
+                f"aicfc-train-pipeline: unknown value '{self.precision}' for option "
+                f"'precision'; expected one of: {', '.join(PIPELINE_PRECISIONS)}"
+            )
         try:  # a bad option is a command-line mistake: refuse it before any IR is read
             train_pipeline(self.backend, self.inplace)
         except ValueError as e:
             raise ValueError(f"aicfc-train-pipeline: {e}") from None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        run_steps(ctx, op, train_pipeline(self.backend, self.inplace))
+        low = None if self.precision == "fp32" else self.precision
+        run_steps(ctx, op, train_pipeline(self.backend, self.inplace, autocast=low))

@@ -84,7 +84,21 @@ def _fuse_patterns() -> tuple[str, ...]:
     return tuple(PATTERN_GROUPS)
 
 
+def _autocast_dtypes() -> tuple[str, ...]:
+    from aicfc.passes.aicfc_autocast import LOW_DTYPES
+
+    return tuple(LOW_DTYPES)
+
+
+def _pipeline_precisions() -> tuple[str, ...]:
+    from aicfc.passes.aicfc_autocast import PIPELINE_PRECISIONS
+
+    return PIPELINE_PRECISIONS
+
+
 CHOICES: dict[tuple[str, str], Callable[[], tuple[str, ...]]] = {
+    ("aicfc-train-pipeline", "precision"): _pipeline_precisions,
+    ("aicfc-autocast", "dtype"): _autocast_dtypes,
     ("aicfc-fuse", "patterns"): _fuse_patterns,
     ("aicfc-lower-exec", "backend"): _backends,
     ("aicfc-train-pipeline", "backend"): _backends,

@@ -7,6 +7,9 @@ stage "graph".
 
     graph          the train step / predict as built (forward, loss, autodiff.backward, optimizer)
     fused          aicfc-fuse: gemm -> bias_add -> act becomes graph.gemm_epilogue
+    autocast       aicfc-autocast{dtype=...}, only for a bf16/fp16 precision: the casts of
+                   mixed precision (products in the low dtype, float32 masters and losses);
+                   for fp16 also aicfc-loss-scale (dynamic loss scaling on the device)
     backward       aicfc-expand-backward: autodiff.backward replaced by VJP ops
     fused-backward aicfc-fuse again: act_grad + bias-grad reduce become autodiff.epilogue_grad,
                    and a product feeding one autodiff.gemm_epilogue_grad
@@ -58,6 +61,7 @@ def train_pipeline(
     backend: str = "numpy",
     inplace: bool = True,
     exec_options: Mapping[str, object] | None = None,
+    autocast: str | None = None,
 ) -> tuple[Step, ...]:
     """The ordered steps from graph-level IR to a planned exec program.
 
@@ -67,6 +71,8 @@ def train_pipeline(
     exec_options: further options of aicfc-lower-exec, e.g. the device capability
              a backend reports (`Backend.lower_exec_options()`: arch, tf32,
              cublaslt, autotune_cache, device).
+    autocast: None (float32 throughout) or the low dtype of mixed precision, "bf16" or
+             "fp16" (aicfc-autocast's dtype; its step follows the first fusion).
     Raises ValueError (UnknownBackendError) for an unknown backend.
     """
     family = kernel_family(backend)  # lower-exec's backend option takes the family's name too
@@ -74,8 +80,12 @@ def train_pipeline(
     lower = " ".join(
         [f"backend={family}"] + [f"{k}={_option(v)}" for k, v in (exec_options or {}).items()]
     )
+    low = (Step("autocast", f"aicfc-autocast{{dtype={autocast}}}"),) if autocast else ()
+    if autocast == "fp16":  # fp16 flushes small gradients to zero: scale the loss
+        low = (Step("autocast", f"aicfc-autocast{{dtype={autocast}}},aicfc-loss-scale"),)
     return (
         Step("fused", "aicfc-fuse"),
+        *low,
         Step("backward", "aicfc-expand-backward"),
         Step("fused-backward", "aicfc-fuse"),
         Step("canonical", "canonicalize,aicfc-fold-constants,cse"),

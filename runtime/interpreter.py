@@ -19,16 +19,7 @@ from aicfc.dialects.autodiff import BackwardOp
 from aicfc.dialects.base import AicfcOp
 from aicfc.dialects.flags import OpFlag, static_flags
 from aicfc.dialects.roles import NAME_ATTR
-from aicfc.runtime.reference import REFERENCE
-
-_NP_DTYPES = {
-    "f16": np.float16,
-    "f32": np.float32,
-    "f64": np.float64,
-    "i1": np.bool_,
-    "i32": np.int32,
-    "i64": np.int64,
-}
+from aicfc.runtime.reference import ELEMENT_DTYPES, REFERENCE
 
 
 class InterpreterError(RuntimeError):
@@ -36,11 +27,12 @@ class InterpreterError(RuntimeError):
 
 
 def numpy_dtype(element_type: Attribute) -> np.dtype:
-    """The NumPy dtype of a builtin element type (f16, f32, f64, i1, i32, i64)."""
+    """The NumPy dtype of a builtin element type (f16, bf16, f32, f64, i1, i32, i64;
+    bf16 is ml_dtypes.bfloat16)."""
     key = str(element_type)
-    if key not in _NP_DTYPES:
+    if key not in ELEMENT_DTYPES:
         raise InterpreterError(f"element type {element_type} has no NumPy dtype")
-    return np.dtype(_NP_DTYPES[key])
+    return ELEMENT_DTYPES[key]
 
 
 def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray:

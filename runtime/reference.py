@@ -11,15 +11,23 @@ registry names ops by string (plain data), so `reference_for` turns a kernel's o
 name into its function, once, when a program loads.
 
 Arithmetic runs in the operands' dtype, as the kernels do; the gradient checks
-run the same functions in float64.
+run the same functions in float64. The low-precision storage dtypes (float16, and
+bfloat16 through ml_dtypes, the NumPy dtype JAX uses) are storage only, as on the GPU:
+every function of `REFERENCE` reads them as float32, computes in float32 and rounds
+its float results back to the operands' low dtype, to nearest even, once
+(`fp32_inside`; the module's functions themselves, called directly, compute in the
+operands' dtype: go through REFERENCE for the meaning of an op on bf16/f16).
+`graph.cast` is the one op that changes a dtype (`cast`).
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from collections.abc import Callable
 
+import ml_dtypes
 import numpy as np
 from scipy.special import erf, expit
 from xdsl.context import Context
@@ -32,6 +40,20 @@ from aicfc.dialects.schedule_table import segment_values, split_kinds
 
 Array = np.ndarray
 RefFn = Callable[..., tuple[Array, ...]]
+
+LOW_PRECISION: frozenset[np.dtype] = frozenset({np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)})
+"""Storage dtypes whose arithmetic runs in float32 (see the module docstring)."""
+
+ELEMENT_DTYPES: dict[str, np.dtype] = {
+    "f16": np.dtype(np.float16),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "f32": np.dtype(np.float32),
+    "f64": np.dtype(np.float64),
+    "i1": np.dtype(np.bool_),
+    "i32": np.dtype(np.int32),
+    "i64": np.dtype(np.int64),
+}
+"""The NumPy dtype of each builtin element type's name (as MLIR prints it)."""
 
 _SQRT_HALF = 0.7071067811865476
 _INV_SQRT_2PI = 0.3989422804014327
@@ -75,6 +97,14 @@ def gemm_epilogue(
 
 
 # --- elementwise -------------------------------------------------------------
+
+
+def cast(x: Array, *, dtype: str) -> tuple[Array]:
+    """x converted to `dtype` ("bf16", "f16", "f32", "f64"): NumPy's astype, which
+    rounds a narrowing float cast to nearest even (ml_dtypes for bfloat16); past the
+    target's range it is inf, as on the GPU (fp16 above 65504: loss scaling relies on it)."""
+    with np.errstate(over="ignore"):
+        return (x.astype(ELEMENT_DTYPES[dtype]),)
 
 
 def bias_add(x: Array, bias: Array) -> tuple[Array]:
@@ -667,9 +697,65 @@ def accumulate_grad(grad: Array, accum: Array, reset: Array, *, every: int) -> t
     return mean, (np.zeros_like(total) if float(reset) != 0.0 else total)
 
 
+# --- dynamic loss scaling (torch.amp.GradScaler) --------------------------------
+
+
+def unscale_grad(grad: Array, scale: Array) -> tuple[Array, Array]:
+    """(grad * (1 / scale), 1.0 if any element of grad is not finite else 0.0)."""
+    inv = np.float32(1.0) / np.float32(scale)
+    found = np.asarray(0.0 if np.isfinite(grad).all() else 1.0, np.float32)
+    return grad * inv.astype(grad.dtype), found
+
+
+def amp_select(found_inf: Array, updated: Array, previous: Array) -> tuple[Array]:
+    return ((previous if float(found_inf) != 0.0 else updated).copy(),)
+
+
+def update_scale(
+    scale: Array,
+    growth_tracker: Array,
+    found_inf: Array,
+    *,
+    growth_factor: float = 2.0,
+    backoff_factor: float = 0.5,
+    growth_interval: int = 2000,
+) -> tuple[Array, Array]:
+    """torch._amp_update_scale_: back off on an overflow, grow after growth_interval good
+    steps in a row."""
+    s, t = np.float32(scale), np.float32(growth_tracker)
+    if float(found_inf) != 0.0:
+        s, t = s * np.float32(backoff_factor), np.float32(0.0)
+    else:
+        t = t + np.float32(1.0)
+        if t >= growth_interval:
+            s, t = s * np.float32(growth_factor), np.float32(0.0)
+    return np.asarray(s, np.float32), np.asarray(t, np.float32)
+
+
 # --- the table: op class -> reference ------------------------------------------
 
-REFERENCE: dict[type[Operation], RefFn] = {
+
+def fp32_inside(fn: RefFn) -> RefFn:
+    """`fn` with low-precision operands (LOW_PRECISION) read as float32 and its float32
+    results rounded back to the first such operand's dtype: fp32 math inside, low-precision
+    storage outside, as the GPU kernels compute. Other dtypes pass through unchanged."""
+
+    @functools.wraps(fn)
+    def run(*arrays: Array | None, **params: object) -> tuple[Array, ...]:
+        low = next((a.dtype for a in arrays if a is not None and a.dtype in LOW_PRECISION), None)
+        if low is None:
+            return fn(*arrays, **params)
+        wide = (a.astype(np.float32) if a is not None and a.dtype == low else a for a in arrays)
+        outs = fn(*wide, **params)
+        with np.errstate(over="ignore"):  # past fp16's range is inf, as on the GPU
+            return tuple(
+                o.astype(low) if np.result_type(o) == np.float32 else np.asarray(o) for o in outs
+            )
+
+    return run
+
+
+_TABLE: dict[type[Operation], RefFn] = {
     g.MatmulOp: matmul,
     g.GemmEpilogueOp: gemm_epilogue,
     g.BiasAddOp: bias_add,
@@ -712,10 +798,18 @@ REFERENCE: dict[type[Operation], RefFn] = {
     ad.ScaledDotProductAttentionGradOp: scaled_dot_product_attention_grad,
     ad.AdamStepOp: adam_step,
     ad.SgdStepOp: sgd_step,
+    ad.UnscaleGradOp: unscale_grad,
+    ad.AmpSelectOp: amp_select,
+    ad.UpdateScaleOp: update_scale,
     ad.LrScheduleOp: lr_schedule,
     ad.ClipGradNormOp: clip_grad_norm,
     ad.AccumulationStepOp: accumulation_step,
     ad.AccumulateGradOp: accumulate_grad,
+}
+
+REFERENCE: dict[type[Operation], RefFn] = {
+    g.CastOp: cast,
+    **{cls: fp32_inside(fn) for cls, fn in _TABLE.items()},
 }
 """Reference semantics of every executable op, keyed by op class. graph.constant is data (its
 value attribute) and autodiff.backward must be expanded first; neither is here."""

@@ -203,8 +203,8 @@ class KernelSpec:
 # (runtime/registry_numpy.py) join them through EXTENSION_MODULES.
 # ----------------------------------------------------------------------------
 
-_FLOATS = ("f16", "f32", "f64")
-_NUMBERS = ("f16", "f32", "f64", "i32", "i64")
+_FLOATS = ("f16", "bf16", "f32", "f64")
+_NUMBERS = ("f16", "bf16", "f32", "f64", "i32", "i64")
 _INT_LABELS = ((1, ("i32", "i64")),)
 _INT_IDS = ((0, ("i32", "i64")),)
 _I64_OFFSET = ((3, ("i64",)),)
@@ -213,6 +213,7 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("graph.matmul", _FLOATS, Constraints()),
     ("graph.gemm_epilogue", _FLOATS, Constraints(activations=("none", *EPILOGUE_ACTIVATIONS))),
     ("graph.bias_add", _FLOATS, Constraints()),
+    ("graph.cast", _FLOATS, Constraints()),
     ("graph.add", _NUMBERS, Constraints()),
     ("graph.sub", _NUMBERS, Constraints()),
     ("graph.mul", _NUMBERS, Constraints()),
@@ -250,6 +251,9 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ),
     ("autodiff.adam_step", _FLOATS, Constraints()),
     ("autodiff.sgd_step", _FLOATS, Constraints()),
+    ("autodiff.unscale_grad", _FLOATS, Constraints()),
+    ("autodiff.amp_select", _NUMBERS, Constraints()),
+    ("autodiff.update_scale", ("f32",), Constraints()),
     ("autodiff.lr_schedule", ("i64",), Constraints()),
     ("autodiff.clip_grad_norm", _FLOATS, Constraints()),
     ("autodiff.accumulation_step", ("i64",), Constraints()),

@@ -156,26 +156,38 @@ _GEMMS = (
     )
 )
 
+_CUBLASLT_ACTS = ("none", *CUBLASLT_ACTIVATIONS)
+CUBLASLT_LOW_PRECISION = ("bf16", "f16")
+"""Storage dtypes of the cuBLASLt entries besides f32: operands, bias and result in the
+dtype, fp32 accumulation and epilogue (CUBLAS_COMPUTE_32F), the tensor cores' bf16/f16
+products (runtime/cuda/cublaslt.py)."""
+
 _CUBLASLT = tuple(
     KernelSpec(
         name=f"cuda.{_short(op)}_cublaslt_{prec}",
         op=op,
         family="cuda",
-        dtypes=F32,
+        dtypes=(prec,) if prec in CUBLASLT_LOW_PRECISION else F32,
         constraints=Constraints(
-            activations=("none", *CUBLASLT_ACTIVATIONS),
+            # low precision: an activation without a cuBLASLt epilogue (exact GELU) runs as
+            # our kernel after the GEMM + bias (only cuBLASLt does bf16/f16 products here)
+            activations=(
+                "none",
+                *(_ACTS[1:] if prec in CUBLASLT_LOW_PRECISION else CUBLASLT_ACTIVATIONS),
+            ),
             min_arch=80 if prec == "tf32" else 0,
             requires=("cublaslt", "tf32") if prec == "tf32" else ("cublaslt",),
             gemm_batch=0,
         ),
         flags=frozenset({"library", "cublaslt"})
         | (frozenset({"tensor_core", "tf32"}) if prec == "tf32" else frozenset())
+        | (frozenset({"tensor_core"}) if prec in CUBLASLT_LOW_PRECISION else frozenset())
         | op_flags,
         launcher="cublaslt:launch_cublaslt",
         priority=10,
     )
     for op, op_flags in _GEMM_FLAGS
-    for prec in ("f32", "tf32")
+    for prec in ("f32", "tf32", *CUBLASLT_LOW_PRECISION)
 )
 
 SPLIT_EPILOGUE_ACTIVATIONS = tuple(a for a in EPILOGUE_ACTIVATIONS if a not in CUBLASLT_ACTIVATIONS)
@@ -237,6 +249,9 @@ def _k(
 _N = (("n", "int64_t"),)
 _INPLACE = ("inplace_ok",)
 
+_LOW = ("bf16", "f16")
+"""The low-precision storage dtypes of the elementwise kernels (fp32 math inside)."""
+
 _ELEMENTWISE = (
     [
         _k(
@@ -250,28 +265,32 @@ _ELEMENTWISE = (
             launcher="launch_elementwise",
         )
         for op in ("add", "sub", "mul")
-        for dt in ("f32", "i32", "i64")
+        for dt in ("f32", "i32", "i64", *_LOW)
     ]
     + [
         _k(
-            "bias_add_f32",
+            f"bias_add_{dt}",
             "graph.bias_add",
             "elementwise.cu",
-            "aicfc_bias_add_f32",
+            f"aicfc_bias_add_{dt}",
             (("n", "int64_t"), ("C", "int64_t")),
+            (dt,),
             flags=_INPLACE,
             launcher="launch_bias_add",
-        ),
+        )
+        for dt in ("f32", *_LOW)
     ]
     + [
-        # aicfc_<act>_f32 (x, out, n) and aicfc_<act>_grad_f32 (dy, saved, dx, n), one pair
-        # per activation (kernels/elementwise.cu instantiates them from kernels/common.cuh)
+        # aicfc_<act>_<dt> (x, out, n) and aicfc_<act>_grad_<dt> (dy, saved, dx, n), one pair
+        # per activation and dtype (kernels/elementwise.cu instantiates them from
+        # kernels/common.cuh)
         _k(
-            f"{name}_f32",
+            f"{name}_{dt}",
             op,
             "elementwise.cu",
-            f"aicfc_{name}_f32",
+            f"aicfc_{name}_{dt}",
             _N,
+            (dt,),
             flags=_INPLACE,
             launcher="launch_elementwise",
         )
@@ -280,16 +299,54 @@ _ELEMENTWISE = (
             [(f"{f.name}_grad", f.grad_op) for f in ACTIVATION_FACTS],
         )
         for name, op in names
+        for dt in ("f32", *_LOW)
     ]
 )
+
+_CASTS = [
+    _k(
+        f"cast_{src}_{dst}",
+        "graph.cast",
+        "cast.cu",
+        f"aicfc_cast_{src}_{dst}",
+        _N,
+        (dst,),
+        Constraints(operand_dtypes=((0, (src,)),)),
+        launcher="launch_cast",
+    )
+    for src, dst in (("f32", "bf16"), ("bf16", "f32"), ("f32", "f16"), ("f16", "f32"))
+]
+"""graph.cast between f32 and bf16/f16 (kernels/cast.cu: round to nearest even)."""
+
+_AMP = [
+    _k("unscale_grad_f32", "autodiff.unscale_grad", "amp.cu", "aicfc_unscale_grad_f32", _N,
+       launcher="launch_unscale_grad"),
+    _k("amp_clear_f32", "autodiff.unscale_grad", "amp.cu", "aicfc_amp_clear_f32", (),
+       flags=("auxiliary",), launcher="launch_unscale_grad"),
+    _k("amp_select_f32", "autodiff.amp_select", "amp.cu", "aicfc_amp_select_f32", _N,
+       launcher="launch_amp_select"),
+    _k("update_scale_f32", "autodiff.update_scale", "amp.cu", "aicfc_update_scale_f32",
+       (("growth", "float"), ("backoff", "float"), ("interval", "int64_t")),
+       launcher="launch_update_scale"),
+]  # fmt: skip
+"""fp16's dynamic loss scaling (kernels/amp.cu, torch GradScaler's semantics)."""
 
 ACTIVATION_KERNELS: dict[str, str] = {
     "none": "cuda.copy",
     **{f.name: f"cuda.{f.name}_f32" for f in ACTIVATION_FACTS},
 }
-"""Activation -> the kernel that writes Y = act(Z) from Z (a copy for none)."""
+"""Activation -> the kernel that writes Y = act(Z) from Z (a copy for none), f32."""
 
-_ANY = ("f16", "f32", "f64", "i1", "i32", "i64")
+
+def activation_kernel(act: str, dtype: str) -> str:
+    """The kernel that writes Y = act(Z) from Z in `dtype` ("f32", "bf16", "f16")."""
+    name = ACTIVATION_KERNELS[act]
+    return name if act == "none" else f"{name.removesuffix('_f32')}_{dtype}"
+
+
+_ANY = ("f16", "bf16", "f32", "f64", "i1", "i32", "i64")
+_B16 = ("bf16", "f16")
+"""The 2-byte dtypes: the layout kernels move their bits (aicfc_*_b16)."""
 _PERMUTE_ABI = (("meta", "uint64_t"), ("rank", "int32_t"), ("n", "int64_t"))
 
 _LAYOUT = [
@@ -322,6 +379,15 @@ _LAYOUT = [
         launcher="launch_transpose",
     ),
     _k(
+        "transpose_b16",
+        "graph.transpose",
+        "elementwise.cu",
+        "aicfc_permute_b16",
+        _PERMUTE_ABI,
+        _B16,
+        launcher="launch_transpose",
+    ),
+    _k(
         "transpose_b64",
         "graph.transpose",
         "elementwise.cu",
@@ -347,6 +413,15 @@ _LAYOUT = [
         "aicfc_permute_b32",
         _PERMUTE_ABI,
         ("f32", "i32"),
+        launcher="launch_broadcast_to",
+    ),
+    _k(
+        "broadcast_to_b16",
+        "graph.broadcast_to",
+        "elementwise.cu",
+        "aicfc_permute_b16",
+        _PERMUTE_ABI,
+        _B16,
         launcher="launch_broadcast_to",
     ),
     _k(
@@ -440,16 +515,34 @@ _LOSSES = (
 )
 
 _REDUCTIONS = [
-    _k(
-        "epilogue_grad_f32",
-        "autodiff.epilogue_grad",
-        "reduce.cu",
-        "aicfc_epilogue_grad_f32",
-        (("M", "int32_t"), ("N", "int32_t"), ("act", "int32_t"), ("rows", "int32_t")),
-        flags=("fused", "workspace"),  # the row chunks' partial column sums
-        constraints=Constraints(activations=EPILOGUE_ACTIVATIONS),
-        launcher="launch_epilogue_grad",
-    ),
+    spec
+    for dt in ("f32", "bf16", "f16")  # one template on the storage type (kernels/reduce.cu)
+    # f32 splits its rows into chunks summed by sum_partials_f32 (a workspace); bf16/f16
+    # run as one chunk so each result rounds once (launchers/reduce.py, may_split_rows)
+    for spec in (
+        _k(
+            f"epilogue_grad_{dt}",
+            "autodiff.epilogue_grad",
+            "reduce.cu",
+            f"aicfc_epilogue_grad_{dt}",
+            (("M", "int32_t"), ("N", "int32_t"), ("act", "int32_t"), ("rows", "int32_t")),
+            (dt,),
+            flags=("fused", "workspace") if dt == "f32" else ("fused",),
+            constraints=Constraints(activations=EPILOGUE_ACTIVATIONS),
+            launcher="launch_epilogue_grad",
+        ),
+        _k(
+            f"reduce_sum_{dt}",
+            "graph.reduce_sum",
+            "reduce.cu",
+            f"aicfc_reduce_sum_{dt}",
+            (("outer", "int64_t"), ("R", "int64_t"), ("inner", "int64_t"), ("rows", "int64_t")),
+            (dt,),
+            flags=("workspace",) if dt == "f32" else (),
+            launcher="launch_reduce_sum",
+        ),
+    )
+] + [
     _k(
         "sum_partials_f32",
         "autodiff.epilogue_grad",
@@ -458,15 +551,6 @@ _REDUCTIONS = [
         (("chunks", "int32_t"), ("N", "int32_t")),
         flags=("auxiliary",),  # the second stage of epilogue_grad and reduce_sum over row chunks
         launcher="launch_epilogue_grad",
-    ),
-    _k(
-        "reduce_sum_f32",
-        "graph.reduce_sum",
-        "reduce.cu",
-        "aicfc_reduce_sum_f32",
-        (("outer", "int64_t"), ("R", "int64_t"), ("inner", "int64_t"), ("rows", "int64_t")),
-        flags=("workspace",),  # the row chunks' partial sums
-        launcher="launch_reduce_sum",
     ),
 ]
 
@@ -493,25 +577,20 @@ _ADAM_OPERANDS = (*((i, _F64_HYPERPARAMETERS) for i in range(5, 10)), (10, F32),
 _SGD_OPERANDS = (*((i, _F64_HYPERPARAMETERS) for i in range(2, 5)), (5, F32), (6, F32))
 
 _RANDOM_AND_OPTIM = [
-    _k(
-        "dropout_f32",
-        "graph.dropout",
-        "dropout.cu",
-        "aicfc_dropout_f32",
-        _DROPOUT_ABI,
-        constraints=Constraints(operand_dtypes=_I64_OFFSET),
-        flags=_INPLACE,
-        launcher="launch_dropout",
-    ),
-    _k(
-        "dropout_grad_f32",
-        "autodiff.dropout_grad",
-        "dropout.cu",
-        "aicfc_dropout_f32",
-        _DROPOUT_ABI,
-        constraints=Constraints(operand_dtypes=_I64_OFFSET),
-        flags=_INPLACE,
-        launcher="launch_dropout",
+    *(
+        _k(
+            f"{name}_{dt}",
+            op,
+            "dropout.cu",
+            f"aicfc_dropout_{dt}",
+            _DROPOUT_ABI,
+            (dt,),
+            constraints=Constraints(operand_dtypes=_I64_OFFSET),
+            flags=_INPLACE,
+            launcher="launch_dropout",
+        )
+        for dt in ("f32", "bf16", "f16")  # one template on the storage type
+        for name, op in (("dropout", "graph.dropout"), ("dropout_grad", "autodiff.dropout_grad"))
     ),
     _k(
         "adam_step_multi_tensor_f32",
@@ -771,10 +850,14 @@ _MANY_CLASSES = [
 _LAYOUT_OPS = [
     _k("split_b32", "graph.split", "elementwise.cu", "aicfc_strided_copy_b32", _STRIDED_ABI,
        ("f32", "i32"), launcher="launch_split"),
+    _k("split_b16", "graph.split", "elementwise.cu", "aicfc_strided_copy_b16", _STRIDED_ABI,
+       _B16, launcher="launch_split"),
     _k("split_b64", "graph.split", "elementwise.cu", "aicfc_strided_copy_b64", _STRIDED_ABI,
        ("f64", "i64"), launcher="launch_split"),
     _k("concat_b32", "graph.concat", "elementwise.cu", "aicfc_strided_copy_b32", _STRIDED_ABI,
        ("f32", "i32"), launcher="launch_concat"),
+    _k("concat_b16", "graph.concat", "elementwise.cu", "aicfc_strided_copy_b16", _STRIDED_ABI,
+       _B16, launcher="launch_concat"),
     _k("concat_b64", "graph.concat", "elementwise.cu", "aicfc_strided_copy_b64", _STRIDED_ABI,
        ("f64", "i64"), launcher="launch_concat"),
     _k("scale_f32", "graph.scale", "elementwise.cu", "aicfc_scale_f32",
@@ -791,6 +874,8 @@ KERNELS: tuple[KernelSpec, ...] = (
     *_ONE_LAUNCH_EPILOGUE_GRADS,
     *_COMPOSITE_EPILOGUE_GRADS,
     *_ELEMENTWISE,
+    *_CASTS,
+    *_AMP,
     *_LAYOUT,
     *_LOSSES,
     *_REDUCTIONS,

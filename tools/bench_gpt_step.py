@@ -2,14 +2,17 @@
 hand-captured torch CUDA graph and JAX.
 
     python tools/bench_gpt_step.py [--quick] [--json out.json] [--configs gpt-tiny,nanogpt-char]
-        [--precisions fp32,tf32] [--peers aicfc,torch-graph,...] [--deadline S]
+        [--precisions fp32,tf32,bf16] [--peers aicfc,torch-graph,...] [--deadline S]
 
 Configurations (nanoGPT's model, vocabulary 65, AdamW lr 1e-3, weight decay 0.1 on every
 parameter in every framework, dropout 0 unless --dropout):
     gpt-tiny      2 layers, d_model 128, 4 heads, T 64, batch 32
     nanogpt-char  6 layers, d_model 384, 6 heads, T 256, batch 64
-Precisions: fp32 (strict, no TF32 anywhere) and tf32 (TF32 tensor cores for the matrix
-products, fp32 elsewhere).
+Precisions: fp32 (strict, no TF32 anywhere), tf32 (TF32 tensor cores for the matrix
+products, fp32 elsewhere) and bf16 (mixed precision, fp32 master weights and AdamW state:
+aicfc precision="bf16"; torch with torch.autocast("cuda", dtype=torch.bfloat16) around the
+forward and loss; JAX bf16 compute, the fp32 params cast to bf16 inside the jitted loss,
+layer norm and the loss in fp32).
 
 Peers, one process, one GPU, the same initial weights (nanoGPT's initialisation, drawn
 once here) and the same batch of token ids on the device:
@@ -167,7 +170,7 @@ def make_batch(c: Config) -> tuple[np.ndarray, np.ndarray]:
 # ----------------------------------------------------------------------------
 
 
-def aicfc_program(c: Config, tf32: bool, dropout: float, cache_dir: str) -> Any:
+def aicfc_program(c: Config, precision: str, dropout: float, cache_dir: str) -> Any:
     from aicfc import optim
     from aicfc.models.gpt import (  # type: ignore[import-not-found, unused-ignore]
         GPT,
@@ -177,15 +180,16 @@ def aicfc_program(c: Config, tf32: bool, dropout: float, cache_dir: str) -> Any:
     from aicfc.runtime.cuda.backend import CupyBackend
 
     gpt = GPTConfig(c.vocab, c.block, c.layers, c.heads, c.d_model, dropout, True)
-    backend = CupyBackend(tf32=tf32, autotune_cache="")
+    backend = CupyBackend(tf32=precision == "tf32", autotune_cache="")
     opt = optim.AdamW(lr=LR, weight_decay=WEIGHT_DECAY)
-    prog = Program(GPT(gpt), "cross_entropy", opt, backend, cache_dir=cache_dir)
+    low = precision if precision in ("bf16", "fp16") else "fp32"
+    prog = Program(GPT(gpt), "cross_entropy", opt, backend, cache_dir=cache_dir, precision=low)
     prog.load_state_dict(init_weights(c), strict=False)
     return prog
 
 
 def first_step(
-    c: Config, tf32: bool, dropout: float, cache_dir: str
+    c: Config, precision: str, dropout: float, cache_dir: str
 ) -> tuple[Any, float, Any, float]:
     """(program, seconds from nothing to the first finished step, its compiled entry, the
     first step's loss)."""
@@ -194,7 +198,7 @@ def first_step(
     x, y = make_batch(c)
     xd, yd = cupy.asarray(x), cupy.asarray(y)
     t0 = time.perf_counter()
-    prog = aicfc_program(c, tf32, dropout, cache_dir)
+    prog = aicfc_program(c, precision, dropout, cache_dir)
     loss = prog.step(xd, yd)  # build, pipeline (or cache), load, eager warm-up step, capture
     seconds = time.perf_counter() - t0
     return prog, seconds, prog.compiled_functions()[0], float(loss)
@@ -226,22 +230,22 @@ def time_program(prog: Any, name: str, quick: bool) -> dict[str, Any]:
     }
 
 
-def bench_aicfc(name: str, tf32: bool, args: argparse.Namespace) -> dict[str, Any]:
+def bench_aicfc(name: str, precision: str, args: argparse.Namespace) -> dict[str, Any]:
     import cupy
 
     pool = cupy.get_default_memory_pool()
     release_memory()
     base = pool.total_bytes()
     with tempfile.TemporaryDirectory(prefix="aicfc-bench-cache-") as cache:
-        return _bench_aicfc(name, tf32, args, cache, pool, base)
+        return _bench_aicfc(name, precision, args, cache, pool, base)
 
 
 def _bench_aicfc(
-    name: str, tf32: bool, args: argparse.Namespace, cache: str, pool: Any, base: int
+    name: str, precision: str, args: argparse.Namespace, cache: str, pool: Any, base: int
 ) -> dict[str, Any]:
     """bench_aicfc's row, with `cache` the compile cache its programs share (removed after)."""
     c = CONFIGS[name]
-    prog, compile_s, entry, loss = first_step(c, tf32, args.dropout, cache)
+    prog, compile_s, entry, loss = first_step(c, precision, args.dropout, cache)
     row = time_program(prog, name, args.quick)
     row |= {
         "peak_bytes": pool.total_bytes() - base,
@@ -251,25 +255,25 @@ def _bench_aicfc(
     }
     prog = None  # freed before the second program: the memory column is one program's
     release_memory()
-    _, cached_s, hit, _ = first_step(c, tf32, args.dropout, cache)
+    _, cached_s, hit, _ = first_step(c, precision, args.dropout, cache)
     row["cached_compile_seconds"], row["cache_hit"] = cached_s, hit.from_cache
     release_memory()
-    if not tf32 and (not args.quick or name == "nanogpt-char"):  # fresh processes: an
+    if precision == "fp32" and (not args.quick or name == "nanogpt-char"):  # fresh processes: an
         # empty compile cache, then this row's (CuPy's kernel cache is warm in both)
         with tempfile.TemporaryDirectory(prefix="aicfc-cold-") as empty:
-            cold = compile_probe(name, tf32, cache_dir=empty)
-        warm = compile_probe(name, tf32, cache_dir=cache)
+            cold = compile_probe(name, precision, cache_dir=empty)
+        warm = compile_probe(name, precision, cache_dir=cache)
         row["process_compile_seconds"] = cold["seconds"]
         row["process_cached_compile_seconds"] = warm["seconds"]
         row["process_cache_hit"] = warm["from_cache"]
     return row
 
 
-def compile_probe(name: str, tf32: bool, cache_dir: str) -> dict[str, Any]:
+def compile_probe(name: str, precision: str, cache_dir: str) -> dict[str, Any]:
     """Run this script with --compile-probe in a fresh process: compile and first-step
     seconds, and whether the pipeline came from the cache."""
     cmd = [sys.executable, __file__, "--compile-probe", name, "--precisions"]
-    cmd += ["tf32" if tf32 else "fp32", "--cache-dir", cache_dir]
+    cmd += [precision, "--cache-dir", cache_dir]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if done.returncode:
         raise RuntimeError(f"compile probe failed: {done.stderr[-2000:]}")
@@ -277,13 +281,13 @@ def compile_probe(name: str, tf32: bool, cache_dir: str) -> dict[str, Any]:
     return result
 
 
-def profile_aicfc(name: str, tf32: bool, dropout: float) -> list[tuple[str, float, int]]:
+def profile_aicfc(name: str, precision: str, dropout: float) -> list[tuple[str, float, int]]:
     """Device microseconds of each kernel of the aicfc step, summed by kernel name (median
     of 10 eager runs, each launch timed by events on the backend's stream)."""
     import cupy
 
     c = CONFIGS[name]
-    prog, _, _, _ = first_step(c, tf32, dropout, "")
+    prog, _, _, _ = first_step(c, precision, dropout, "")
     exe = prog.executable()
     stream = prog.backend.stream
     times: dict[str, list[float]] = {}
@@ -366,10 +370,18 @@ def torch_gpt(c: Config, dropout: float, device: str = "cuda") -> Any:
     return model.cuda() if device == "cuda" else model.to(device)
 
 
-def bench_torch(name: str, tf32: bool, mode: str, args: argparse.Namespace) -> dict[str, Any]:
+def bench_torch(name: str, precision: str, mode: str, args: argparse.Namespace) -> dict[str, Any]:
+    import contextlib
+
     import torch
 
-    set_torch_tf32(tf32)
+    set_torch_tf32(precision == "tf32")
+
+    def autocast() -> Any:  # bf16: torch's mixed precision around the forward and the loss
+        if precision != "bf16":
+            return contextlib.nullcontext()
+        return torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=mode != "graph")
+
     c = CONFIGS[name]
     xn, yn = make_batch(c)
     x = torch.from_numpy(xn.astype(np.int64)).cuda()
@@ -387,7 +399,8 @@ def bench_torch(name: str, tf32: bool, mode: str, args: argparse.Namespace) -> d
 
     def step() -> Any:
         opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
+        with autocast():
+            loss = model(x, y)
         loss.backward()
         opt.step()
         return loss
@@ -403,7 +416,8 @@ def bench_torch(name: str, tf32: bool, mode: str, args: argparse.Namespace) -> d
         graph = torch.cuda.CUDAGraph()
         opt.zero_grad(set_to_none=True)
         with torch.cuda.graph(graph):
-            loss = model(x, y)
+            with autocast():
+                loss = model(x, y)
             loss.backward()
             opt.step()
         graph.replay()
@@ -447,7 +461,7 @@ def bench_torch(name: str, tf32: bool, mode: str, args: argparse.Namespace) -> d
 # ----------------------------------------------------------------------------
 
 
-def bench_jax(name: str, tf32: bool, args: argparse.Namespace) -> dict[str, Any]:
+def bench_jax(name: str, precision: str, args: argparse.Namespace) -> dict[str, Any]:
     import jax
     import jax.numpy as jnp
     import optax
@@ -456,17 +470,20 @@ def bench_jax(name: str, tf32: bool, args: argparse.Namespace) -> dict[str, Any]
     xn, yn = make_batch(c)
     d, h = c.d_model, c.heads
     t0 = time.perf_counter()
-    with jax.default_matmul_precision("tensorfloat32" if tf32 else "highest"):
+    low = jnp.bfloat16 if precision == "bf16" else jnp.float32  # bf16 compute, fp32 params
+    with jax.default_matmul_precision("tensorfloat32" if precision == "tf32" else "highest"):
         params = {k: jnp.asarray(v) for k, v in init_weights(c).items()}
         x, y = jnp.asarray(xn), jnp.asarray(yn)
 
         def ln(p: Any, name: str, z: Any) -> Any:
+            z = z.astype(jnp.float32)
             mu = z.mean(-1, keepdims=True)
             var = ((z - mu) ** 2).mean(-1, keepdims=True)
             return (z - mu) * jax.lax.rsqrt(var + 1e-5) * p[name + ".weight"] + p[name + ".bias"]
 
         def linear(p: Any, name: str, z: Any) -> Any:
-            return z @ p[name + ".weight"].T + p[name + ".bias"]
+            w, bias = p[name + ".weight"].astype(low), p[name + ".bias"].astype(low)
+            return z.astype(low) @ w.T + bias
 
         def loss_fn(p: Any, idx: Any, tgt: Any) -> Any:
             z = p["transformer.wte.weight"][idx] + p["transformer.wpe.weight"][: c.block]
@@ -475,11 +492,12 @@ def bench_jax(name: str, tf32: bool, args: argparse.Namespace) -> dict[str, Any]
                 pre = f"transformer.h.{i}."
                 qkv = linear(p, pre + "attn.c_attn", ln(p, pre + "ln_1", z))
                 q, k, v = (a.reshape(b, c.block, h, d // h) for a in jnp.split(qkv, 3, axis=-1))
-                att = jax.nn.dot_product_attention(q, k, v, is_causal=True)
+                att = jax.nn.dot_product_attention(q, k, v, is_causal=True).astype(z.dtype)
                 z = z + linear(p, pre + "attn.c_proj", att.reshape(b, c.block, d))
                 m = jax.nn.gelu(linear(p, pre + "mlp.c_fc", ln(p, pre + "ln_2", z)), False)
                 z = z + linear(p, pre + "mlp.c_proj", m)
-            logits = ln(p, "transformer.ln_f", z) @ p["transformer.wte.weight"].T
+            head = p["transformer.wte.weight"].astype(low).T
+            logits = (ln(p, "transformer.ln_f", z).astype(low) @ head).astype(jnp.float32)
             return optax.softmax_cross_entropy_with_integer_labels(logits, tgt).mean()
 
         tx = optax.adamw(LR, weight_decay=WEIGHT_DECAY)
@@ -519,7 +537,7 @@ def bench_jax(name: str, tf32: bool, args: argparse.Namespace) -> dict[str, Any]
 # Driver
 # ----------------------------------------------------------------------------
 
-RUNNERS: dict[str, Callable[[str, bool, argparse.Namespace], dict[str, Any]]] = {
+RUNNERS: dict[str, Callable[[str, str, argparse.Namespace], dict[str, Any]]] = {
     "aicfc": bench_aicfc,
     "torch-eager": lambda n, t, a: bench_torch(n, t, "eager", a),
     "torch-graph": lambda n, t, a: bench_torch(n, t, "graph", a),
@@ -541,7 +559,7 @@ def row_seconds(peer: str, config: str) -> float:
 def probe_main(args: argparse.Namespace) -> int:
     """--compile-probe NAME: one compile and first step, as JSON on the last line."""
     _, seconds, entry, _ = first_step(
-        CONFIGS[args.compile_probe], args.precisions == "tf32", args.dropout, args.cache_dir
+        CONFIGS[args.compile_probe], args.precisions, args.dropout, args.cache_dir
     )
     print(json.dumps({"seconds": seconds, "from_cache": entry.from_cache}))
     return 0
@@ -603,7 +621,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         for name in args.configs.split(","):
             for precision in args.precisions.split(","):
-                rows = profile_aicfc(name, precision == "tf32", args.dropout)
+                rows = profile_aicfc(name, precision, args.dropout)
                 total = sum(us for _, us, _ in rows)
                 print(
                     f"aicfc {name} {precision}: device us per step by kernel (eager, median of 10)"
@@ -618,11 +636,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [p for p in peers if p not in RUNNERS] + [
         n for n in args.configs.split(",") if n not in CONFIGS
     ]
-    unknown += [p for p in args.precisions.split(",") if p not in ("fp32", "tf32")]
+    unknown += [p for p in args.precisions.split(",") if p not in ("fp32", "tf32", "bf16")]
     if unknown:
         parser.error(
             f"unknown {', '.join(unknown)}: peers are {', '.join(ALL_PEERS)}; configs "
-            f"{', '.join(CONFIGS)}; precisions fp32, tf32"
+            f"{', '.join(CONFIGS)}; precisions fp32, tf32, bf16"
         )
     start = time.perf_counter()
     results: list[dict[str, Any]] = []
@@ -644,7 +662,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 else:
                     try:
-                        row.update(RUNNERS[peer](name, precision == "tf32", args))
+                        row.update(RUNNERS[peer](name, precision, args))
                     except Exception as e:  # a peer that fails is reported, not fatal
                         row["error"] = f"{type(e).__name__}: {e}"
                         traceback.print_exc()

@@ -1,14 +1,18 @@
 """Per-step latency of an MLP train step (softmax cross-entropy, Adam): aicfc vs PyTorch vs JAX.
 
     python tools/bench_train_step.py [--json out.json] [--configs small,medium,large]
-        [--precisions fp32,tf32] [--frameworks aicfc-graph,aicfc-eager,torch-eager,...]
+        [--precisions fp32,tf32,bf16] [--frameworks aicfc-graph,aicfc-eager,torch-eager,...]
 
 Configurations (batch, layer widths; ReLU between Linear layers):
     small   128,  784-256-256-10
     medium  1024, 1024-4096-4096-1024
     large   8192, 4096-8192-8192-4096
-Precisions: fp32 (strict: no TF32 anywhere) and tf32 (TF32 tensor cores for
-matrix products, fp32 everywhere else).
+Precisions: fp32 (strict: no TF32 anywhere), tf32 (TF32 tensor cores for
+matrix products, fp32 everywhere else) and bf16 (mixed precision: bf16 products with
+fp32 accumulation, fp32 master weights, Adam state and loss; aicfc
+`precision="bf16"`, torch `torch.autocast("cuda", dtype=torch.bfloat16)` around the
+forward and the loss, JAX bf16 compute: the fp32 params and the batch cast to bf16
+inside the jitted loss, log-softmax in fp32, the optimizer on the fp32 params).
 
 Frameworks, one process, one GPU, the same data:
     aicfc-graph     aicfc.Program on CupyBackend: the whole step is one CUDA graph
@@ -225,7 +229,7 @@ def loop_options(steps: int) -> Any:
 
 def aicfc_program(
     widths: tuple[int, ...],
-    tf32: bool,
+    precision: str,
     graph: bool,
     autotune_cache: str = "",
     streams: int = 4,
@@ -237,9 +241,20 @@ def aicfc_program(
     from aicfc.runtime.cuda.backend import CupyBackend
 
     backend = CupyBackend(
-        graph=graph, tf32=tf32, autotune_cache=autotune_cache, graph_streams=streams
+        graph=graph,
+        tf32=precision == "tf32",
+        autotune_cache=autotune_cache,
+        graph_streams=streams,
     )
-    prog = Program(mlp_model(widths), "cross_entropy", optim.Adam(lr=LR), backend, options=options)
+    low = precision if precision in ("bf16", "fp16") else "fp32"
+    prog = Program(
+        mlp_model(widths),
+        "cross_entropy",
+        optim.Adam(lr=LR),
+        backend,
+        precision=low,
+        options=options,
+    )
     # A benchmark's override of the pipeline, before anything is compiled (not an API).
     prog._steps = variant_steps(prog._steps, variant)
     return prog
@@ -261,7 +276,7 @@ def mlp_model(widths: tuple[int, ...]) -> Any:
 
 def bench_aicfc(
     config: str,
-    tf32: bool,
+    precision: str,
     graph: bool,
     autotune_cache: str = "",
     streams: int = 4,
@@ -277,7 +292,7 @@ def bench_aicfc(
     x, y = make_data(batch, widths)
     xd, yd = cupy.asarray(x), cupy.asarray(y)
     options = loop_options(100 * steps_for(config)) if training_loop else None
-    prog = aicfc_program(widths, tf32, graph, autotune_cache, streams, variant, options)
+    prog = aicfc_program(widths, precision, graph, autotune_cache, streams, variant, options)
     if variant == "first":  # device-input copies outside the graph, as before
         prog.executable("train_step", batch).in_graph_copies = InGraphCopies(max_captures=0)
     # compile, warm up (eager), capture the device-input graph (the third step: the
@@ -312,7 +327,7 @@ def bench_aicfc(
     }
 
 
-def bench_aicfc_tuned(config: str, tf32: bool) -> dict[str, Any]:
+def bench_aicfc_tuned(config: str, precision: str) -> dict[str, Any]:
     """Tune the step's GEMMs (runtime/cuda/autotune.py), then measure a program compiled with it."""
     import tempfile
 
@@ -323,11 +338,11 @@ def bench_aicfc_tuned(config: str, tf32: bool) -> dict[str, Any]:
     path = os.environ.get("AICFC_BENCH_AUTOTUNE") or os.path.join(
         tempfile.mkdtemp(), "autotune.json"
     )
-    prog = aicfc_program(widths, tf32, True)
+    prog = aicfc_program(widths, precision, True)
     prog.step(x, y)
     t0 = time.perf_counter()
     tuned = autotune.tune_executable(prog.executable(), path, repeats=20)
-    row = bench_aicfc(config, tf32, True, path)
+    row = bench_aicfc(config, precision, True, path)
     row["tune_seconds"] = time.perf_counter() - t0
     row["tuned"] = [
         {
@@ -342,7 +357,7 @@ def bench_aicfc_tuned(config: str, tf32: bool) -> dict[str, Any]:
 
 
 def profile_aicfc(
-    config: str, tf32: bool, rounds: int = 20, variant: str = ""
+    config: str, precision: str, rounds: int = 20, variant: str = ""
 ) -> tuple[list[tuple[str, float]], dict[str, float]]:
     """Median device microseconds of each node of the aicfc step, in order, and the
     step's dependency structure timed with them.
@@ -365,7 +380,7 @@ def profile_aicfc(
 
     batch, widths = CONFIGS[config]
     x, y = make_data(batch, widths)
-    prog = aicfc_program(widths, tf32, graph=False, variant=variant)
+    prog = aicfc_program(widths, precision, graph=False, variant=variant)
     xd, yd = cupy.asarray(x), cupy.asarray(y.astype(np.int32))
     prog.step(xd, yd)
     exe = prog.executable()
@@ -435,11 +450,19 @@ def set_torch_tf32(tf32: bool) -> None:
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
 
 
-def bench_torch(config: str, tf32: bool, mode: str) -> dict[str, Any]:
+def bench_torch(config: str, precision: str, mode: str) -> dict[str, Any]:
+    import contextlib
+
     import torch
     import torch.nn.functional as F
 
-    set_torch_tf32(tf32)
+    set_torch_tf32(precision == "tf32")
+
+    def autocast() -> Any:  # bf16: torch's mixed precision around the forward and the loss
+        if precision != "bf16":
+            return contextlib.nullcontext()
+        return torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=mode != "graph")
+
     batch, widths = CONFIGS[config]
     xn, yn = make_data(batch, widths)
     x = torch.from_numpy(xn).cuda()
@@ -453,13 +476,16 @@ def bench_torch(config: str, tf32: bool, mode: str) -> dict[str, Any]:
         with torch.cuda.stream(side):
             for _ in range(3):
                 opt.zero_grad(set_to_none=True)
-                F.cross_entropy(model(x), y).backward()
+                with autocast():
+                    loss = F.cross_entropy(model(x), y)
+                loss.backward()
                 opt.step()
         torch.cuda.current_stream().wait_stream(side)
         g = torch.cuda.CUDAGraph()
         opt.zero_grad(set_to_none=True)
         with torch.cuda.graph(g):
-            loss = F.cross_entropy(model(x), y)
+            with autocast():
+                loss = F.cross_entropy(model(x), y)
             loss.backward()
             opt.step()
         g.replay()
@@ -471,7 +497,9 @@ def bench_torch(config: str, tf32: bool, mode: str) -> dict[str, Any]:
 
         def step() -> None:
             opt.zero_grad(set_to_none=True)
-            F.cross_entropy(net(x), y).backward()
+            with autocast():
+                loss = F.cross_entropy(net(x), y)
+            loss.backward()
             opt.step()
 
         for _ in range(5 if mode == "compile" else 3):
@@ -486,27 +514,28 @@ def bench_torch(config: str, tf32: bool, mode: str) -> dict[str, Any]:
 # ----------------------------------------------------------------------------
 
 
-def bench_jax(config: str, tf32: bool) -> dict[str, Any]:
+def bench_jax(config: str, precision: str) -> dict[str, Any]:
     import jax
     import jax.numpy as jnp
     import optax
 
     batch, widths = CONFIGS[config]
     xn, yn = make_data(batch, widths)
-    precision = "tensorfloat32" if tf32 else "highest"
-    with jax.default_matmul_precision(precision):
+    bf16 = precision == "bf16"
+    with jax.default_matmul_precision("tensorfloat32" if precision == "tf32" else "highest"):
         params = [(jnp.asarray(w), jnp.asarray(b)) for w, b in init_weights(widths)]
         x, y = jnp.asarray(xn), jnp.asarray(yn)
         tx = optax.adam(LR)
         state = tx.init(params)
 
         def loss_fn(ps: Any, xb: Any, yb: Any) -> Any:
-            h = xb
+            low = jnp.bfloat16 if bf16 else jnp.float32  # bf16 compute, fp32 params
+            h = xb.astype(low)
             for i, (w, b) in enumerate(ps):
-                h = h @ w.T + b
+                h = h @ w.T.astype(low) + b.astype(low)
                 if i < len(ps) - 1:
                     h = jax.nn.relu(h)
-            logp = jax.nn.log_softmax(h)
+            logp = jax.nn.log_softmax(h.astype(jnp.float32))
             return -jnp.mean(jnp.take_along_axis(logp, yb[:, None], axis=1))
 
         def step(ps: Any, st: Any, xb: Any, yb: Any) -> Any:
@@ -612,7 +641,7 @@ def table(
     return "\n".join(lines)
 
 
-RUNNERS: dict[str, Callable[[str, bool], dict[str, Any]]] = {
+RUNNERS: dict[str, Callable[[str, str], dict[str, Any]]] = {
     "aicfc-graph": lambda c, t: bench_aicfc(c, t, graph=True),
     "aicfc-first": lambda c, t: bench_aicfc(c, t, graph=True, variant="first"),
     "aicfc-plan": lambda c, t: bench_aicfc(c, t, graph=True, variant="plan"),
@@ -655,6 +684,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--copy-tbs", type=float, default=4.2, help="copy ceiling, TB/s")
     parser.add_argument("--fp32-tflops", type=float, default=51.0, help="strict fp32 GEMM ceiling")
     parser.add_argument("--tf32-tflops", type=float, default=400.0, help="TF32 GEMM ceiling")
+    parser.add_argument("--bf16-tflops", type=float, default=780.0, help="bf16 GEMM ceiling")
     parser.add_argument(
         "--profile", action="store_true", help="only print the aicfc step's per-node device times"
     )
@@ -679,7 +709,7 @@ def main(argv: list[str] | None = None) -> int:
             args.profile_variants.split(","),
         ):
             pipeline = "" if variant == "now" else variant
-            nodes, structure = profile_aicfc(config, precision == "tf32", variant=pipeline)
+            nodes, structure = profile_aicfc(config, precision, variant=pipeline)
             print(
                 f"aicfc {config} {precision} ({variant}): per-node device time (median of 20), us"
             )
@@ -698,8 +728,9 @@ def main(argv: list[str] | None = None) -> int:
         batch, widths = CONFIGS[config]
         flops, nbytes = counted(batch, widths)
         for precision in args.precisions.split(","):
-            tf32 = precision == "tf32"
-            rate = (args.tf32_tflops if tf32 else args.fp32_tflops) * 1e12
+            rate = {"tf32": args.tf32_tflops, "bf16": args.bf16_tflops}.get(
+                precision, args.fp32_tflops
+            ) * 1e12
             floor = max(flops / rate, nbytes / (args.copy_tbs * 1e12))
             for fw in args.frameworks.split(","):
                 if fw == "aicfc-tuned" and config not in args.tuned_configs.split(","):
@@ -713,7 +744,7 @@ def main(argv: list[str] | None = None) -> int:
                     "floor_seconds": floor,
                 }
                 try:
-                    row.update(RUNNERS[fw](config, tf32))
+                    row.update(RUNNERS[fw](config, precision))
                 except Exception as e:  # a framework that fails is reported, not fatal
                     row["error"] = f"{type(e).__name__}: {e}"
                     traceback.print_exc()

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from xdsl.ir import Dialect
 
+from aicfc.dialects.autodiff.amp import AmpSelectOp, UnscaleGradOp, UpdateScaleOp
 from aicfc.dialects.autodiff.attention_grad import ScaledDotProductAttentionGradOp
 from aicfc.dialects.autodiff.backward import BackwardOp
 from aicfc.dialects.autodiff.grads import (
@@ -61,6 +62,7 @@ __all__ = [
     "AccumulateGradOp",
     "AccumulationStepOp",
     "AdamStepOp",
+    "AmpSelectOp",
     "Autodiff",
     "BackwardOp",
     "ClipGradNormOp",
@@ -76,6 +78,8 @@ __all__ = [
     "ScaledDotProductAttentionGradOp",
     "SgdStepOp",
     "SoftmaxGradOp",
+    "UnscaleGradOp",
+    "UpdateScaleOp",
     *ACTIVATION_NAMES,
 ]
 
@@ -96,6 +100,9 @@ Autodiff = Dialect(
         ScaledDotProductAttentionGradOp,
         AdamStepOp,
         SgdStepOp,
+        UnscaleGradOp,
+        AmpSelectOp,
+        UpdateScaleOp,
         LrScheduleOp,
         ClipGradNormOp,
         AccumulationStepOp,

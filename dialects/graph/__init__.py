@@ -8,7 +8,7 @@ ops take operands of one type; broadcasting is explicit (`graph.broadcast_to`,
 batch dims broadcast (torch.matmul); gemm_epilogue's weight is a matrix.
 
 The ops live in small modules of this package (attributes, base, matrix,
-elementwise, activations, layout, reductions, embedding, normalization, attention);
+cast, elementwise, activations, layout, reductions, embedding, normalization, attention);
 this module re-exports every
 public name, so `from aicfc.dialects.graph import MatmulOp` works, and defines
 the `Graph` dialect object. The activations (activations.py) come as rows of
@@ -32,6 +32,7 @@ from aicfc.dialects.graph.activations import __all__ as ACTIVATION_NAMES
 from aicfc.dialects.graph.attention import AttentionBase, CausalMaskOp, ScaledDotProductAttentionOp
 from aicfc.dialects.graph.attributes import ActivationAttr
 from aicfc.dialects.graph.base import BinaryElementwiseOp, GraphOp, UnaryElementwiseOp
+from aicfc.dialects.graph.cast import CastOp
 from aicfc.dialects.graph.elementwise import AddOp, BiasAddOp, DropoutOp, MulOp, ScaleOp, SubOp
 from aicfc.dialects.graph.embedding import EmbeddingOp
 from aicfc.dialects.graph.layout import (
@@ -54,6 +55,7 @@ __all__ = [
     "BiasAddOp",
     "BinaryElementwiseOp",
     "BroadcastToOp",
+    "CastOp",
     "CausalMaskOp",
     "ConcatOp",
     "ConstantOp",
@@ -93,6 +95,7 @@ Graph = Dialect(
         SubOp,
         MulOp,
         ScaleOp,
+        CastOp,
         *FORWARD_OPS,
         DropoutOp,
         ReshapeOp,

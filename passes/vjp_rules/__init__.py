@@ -35,6 +35,7 @@ gradient of the result; shapes as in dialects/graph/):
                   over every leading axis; dZ keeps the forward layout, db reduces dZ
                   (docs/design.md#composite-backward)
     bias_add      dx = dy, db = sum over all leading axes of dy
+    cast          dx = cast(dy) to x's element type
     add / sub     da = dz, db = +-dz;  mul: da = dz * b, db = dz * a;  scale: dx = c dy
     relu / gelu / tanh    relu_grad(dy, y) / gelu_grad(dy, x) / tanh_grad(dy, y): every
                   activation's rule is its gradient op on what its row saves (x or y)

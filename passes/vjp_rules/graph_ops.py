@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 
 from aicfc.dialects import autodiff as ad
@@ -150,6 +151,15 @@ def _reduce_sum(ctx: VjpContext, op: g.ReduceSumOp, grads: Sequence[Grad]) -> Se
     return (broadcast(ctx, dy, src),)
 
 
+def _cast(ctx: VjpContext, op: g.CastOp, grads: Sequence[Grad]) -> Sequence[Grad]:
+    # dx = cast(dy) back to x's element type (the gradient flows in the forward's dtypes)
+    (dy,) = grads
+    assert dy is not None
+    x = op.input.type
+    assert isinstance(x, TensorType)
+    return (ctx.value(g.CastOp(dy, x.element_type)),)
+
+
 def _softmax(ctx: VjpContext, op: g.SoftmaxOp, grads: Sequence[Grad]) -> Sequence[Grad]:
     (dy,) = grads
     assert dy is not None
@@ -176,6 +186,7 @@ GRAPH_RULES: dict[type[Operation], VjpRule] = {
     g.AddOp: _add,
     g.SubOp: _sub,
     g.MulOp: _mul,
+    g.CastOp: _cast,
     **{row.forward: _activation for row in ACTIVATIONS.values()},
     g.DropoutOp: _dropout,
     g.ReshapeOp: _reshape,

@@ -119,6 +119,7 @@ shape bucket and device, and its folder is created by the first tuning run."""
 
 DTYPE_NAMES = {
     "float16": "f16",
+    "bfloat16": "bf16",
     "float32": "f32",
     "float64": "f64",
     "bool": "i1",

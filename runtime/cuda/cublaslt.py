@@ -46,6 +46,12 @@ graph branches; launches that share one are ordered (`Launch.scratch`)."""
 CUDA_R_32F = 0
 """cudaDataType_t of float32 (library_types.h)."""
 
+DATA_TYPES = {"float32": CUDA_R_32F, "float16": 2, "bfloat16": 14}
+"""cudaDataType_t of each storage dtype (library_types.h: CUDA_R_16F = 2, CUDA_R_16BF = 14).
+A bf16/f16 product reads and writes its dtype (the bias too, cuBLASLt's default bias type
+for such a D) and accumulates and runs its epilogue in fp32 (CUBLAS_COMPUTE_32F, the
+scale type f32)."""
+
 EPILOGUES: dict[str, tuple[str, str]] = {
     "none": ("DEFAULT", "BIAS"),
     **{f.name: f.cublaslt for f in ACTIVATION_FACTS if f.cublaslt is not None},
@@ -90,16 +96,25 @@ class CublasLt:
         setter(obj, attr, buf.ctypes.data, buf.itemsize)
 
     def plan(self, name: str, g: Gemm, d: Any, act: str, tf32: bool) -> Launch:
-        """One cublasLtMatmul computing D = act(op(A) op(B) [+ bias]) (row-major, float32)
-        for the checked operands `g`, into `d` (its Y or its Z); `act` is a key of
-        EPILOGUES."""
+        """One cublasLtMatmul computing D = act(op(A) op(B) [+ bias]) (row-major, in D's
+        storage dtype: float32, bfloat16 or float16, DATA_TYPES; fp32 accumulation) for the
+        checked operands `g`, into `d` (its Y or its Z); `act` is a key of EPILOGUES."""
         lt, cublas = self.lt, self.cublas
         a, b, bias, ta, tb = g.a, g.b, g.bias, g.transpose_a, g.transpose_b
         m, n, k = g.m, g.n, g.k
+        data = DATA_TYPES.get(np.dtype(d.dtype).name)
+        if data is None or any(
+            np.dtype(x.dtype) != np.dtype(d.dtype) for x in (a, b, bias) if x is not None
+        ):
+            raise CudaKernelError(
+                f'kernel "{name}": cuBLASLt runs float32, bfloat16 or float16 operands of one '
+                f"dtype, got {describe([a, b, bias, d])}"
+            )
+        tf32 = tf32 and data == CUDA_R_32F
         compute = (
             cublas.ComputeType.COMPUTE_32F_FAST_TF32 if tf32 else cublas.ComputeType.COMPUTE_32F
         )
-        desc = lt.matmul_desc_create(compute, CUDA_R_32F)
+        desc = lt.matmul_desc_create(compute, CUDA_R_32F)  # the scale type: alpha, beta f32
         dattr = lt.MatmulDescAttribute
         dset = lt.matmul_desc_set_attribute
         ddt = lt.get_matmul_desc_attribute_dtype
@@ -112,16 +127,12 @@ class CublasLt:
         if bias is not None:
             self._set(dset, ddt, desc, dattr.BIAS_POINTER, int(bias.data.ptr))
         lt_a = (
-            lt.matrix_layout_create(CUDA_R_32F, k, n, k)
-            if tb
-            else lt.matrix_layout_create(CUDA_R_32F, n, k, n)
+            lt.matrix_layout_create(data, k, n, k) if tb else lt.matrix_layout_create(data, n, k, n)
         )
         lt_b = (
-            lt.matrix_layout_create(CUDA_R_32F, m, k, m)
-            if ta
-            else lt.matrix_layout_create(CUDA_R_32F, k, m, k)
+            lt.matrix_layout_create(data, m, k, m) if ta else lt.matrix_layout_create(data, k, m, k)
         )
-        lt_d = lt.matrix_layout_create(CUDA_R_32F, n, m, n)
+        lt_d = lt.matrix_layout_create(data, n, m, n)
         if g.batch > 1:  # strided-batched: product i reads A + i stride_a, B + i stride_b
             lattr = lt.MatrixLayoutAttribute
             lset, ldt = lt.matrix_layout_set_attribute, lt.get_matrix_layout_attribute_dtype

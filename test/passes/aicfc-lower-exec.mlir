@@ -1,4 +1,5 @@
 // RUN: aicfc-opt %s -p aicfc-lower-exec --split-input-file --verify-diagnostics | filecheck %s
+// RUN: aicfc-opt %s -p 'aicfc-lower-exec{backend=cuda}' --split-input-file --verify-diagnostics | filecheck %s --check-prefix=CUDA
 
 // Arguments become named external buffers with their roles; an argument with
 // no role is an input named arg<i>; a state's aicfc.init is the buffer's init. The
@@ -105,12 +106,14 @@ func.func @swap_states(%a: tensor<2xf32> {aicfc.role = "state", aicfc.name = "a"
 
 // -----
 
-// NumPy has no bfloat16: the op is refused with its dtype and kernel family named.
+// The CUDA kernels have no float64: the op is refused with its dtype and kernel family
+// named (every dtype the verifiers allow has a NumPy kernel, bf16 through ml_dtypes).
 
-// CHECK: aicfc-lower-exec.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'graph.relu' has no kernel for dtype bf16 in kernel family numpy (numpy.relu_out: dtype bf16 not in f32, f64; numpy.relu: dtype bf16 not in f16, f32, f64)
-func.func @no_kernel_for_dtype(%x: tensor<4xbf16> {aicfc.role = "input", aicfc.name = "x"}) -> tensor<4xbf16> {
-  %y = graph.relu %x : tensor<4xbf16>
-  func.return %y : tensor<4xbf16>
+// CHECK: exec.program @no_kernel_for_dtype
+// CUDA: aicfc-lower-exec.mlir:{{[0-9]+}}:{{[0-9]+}}: error: 'graph.relu' has no kernel for dtype f64 in kernel family cuda (cuda.relu_bf16: dtype f64 not in bf16; cuda.relu_f16: dtype f64 not in f16; cuda.relu_f32: dtype f64 not in f32)
+func.func @no_kernel_for_dtype(%x: tensor<4xf64> {aicfc.role = "input", aicfc.name = "x"}) -> tensor<4xf64> {
+  %y = graph.relu %x : tensor<4xf64>
+  func.return %y : tensor<4xf64>
 }
 
 // -----

@@ -419,10 +419,19 @@ def test_activation_cublaslt_form_is_what_the_row_says(name: str) -> None:
         assert all(name in (k.constraints.activations or ()) for k in lt), name
         return
     assert name not in EPILOGUES, f"activation {name}: cuBLASLt has no epilogue for it"
-    assert all(name not in (k.constraints.activations or ()) for k in lt), (
+    f32 = [k for k in lt if k.dtypes == ("f32",)]
+    assert all(name not in (k.constraints.activations or ()) for k in f32), (
         f"activation {name}: a cuBLASLt entry accepts act={name}, but cuBLASLt has no "
         "epilogue for it (the row's cublaslt is None)"
     )
+    # bf16/f16 products run only on cuBLASLt: an activation without its epilogue follows
+    # the GEMM as our elementwise kernel of that dtype (runtime/cuda/launchers/cublaslt.py)
+    from aicfc.runtime.registry_cuda import activation_kernel
+
+    for k in lt:
+        if k.dtypes != ("f32",) and row.facts.epilogue:
+            assert name in (k.constraints.activations or ()), (k.name, name)
+            registry.get(activation_kernel(name, k.dtypes[0]))
     split = [k for k in registry.REGISTRY if "split_epilogue" in k.flags]
     assert split and all(
         (name in (k.constraints.activations or ())) == row.facts.epilogue for k in split

@@ -6,6 +6,8 @@
     gemm_small.py   gemm_small.cu: skinny and split-K GEMMs
     cublaslt.py     the cuBLASLt entries (flag "library")
     elementwise.py  elementwise.cu: arithmetic, activations, bias_add, copy, permute
+    cast.py         cast.cu: graph.cast between f32 and bf16/f16
+    amp.py          amp.cu: fp16's dynamic loss scaling (unscale, select, scale update)
     loss.py         loss.cu: cross-entropy, softmax, MSE
     reduce.py       reduce.cu: epilogue_grad, reduce_sum
     dropout.py      dropout.cu

@@ -3,11 +3,13 @@
 A matmul or gemm_epilogue runs as one planned `cublasLtMatmul` with its bias and
 activation fused in cuBLASLt's epilogue (`cublaslt.EPILOGUES` says which
 activations have one). A gemm_epilogue that also keeps its pre-activation Z runs
-as matmul + bias into Z, then our kernel Y = act(Z) (`ACTIVATION_KERNELS` of
+as matmul + bias into Z, then our kernel Y = act(Z) (`activation_kernel` of
 runtime/registry_cuda.py), whose own launcher binds it. The split entries (flag
 "split_epilogue": GELU, SiLU, which cuBLASLt has no exact epilogue for) always run
 that way; without Z their product + bias goes into Y and the activation runs in place.
-A gemm_epilogue_grad runs as the cuBLASLt product into dZ, then our epilogue_grad in place.
+A bf16/f16 entry takes every epilogue activation: one cuBLASLt has no epilogue for
+(exact GELU) runs the same way. A gemm_epilogue_grad runs as the cuBLASLt product into dZ,
+then our epilogue_grad in place.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from aicfc.runtime.cuda.launchers.common import Buffers, LoadContext, Params
 from aicfc.runtime.cuda.launchers.gemm import Gemm, gemm_operands
 from aicfc.runtime.cuda.launchers.reduce import product_then_epilogue_grad
 from aicfc.runtime.registry import KernelSpec
-from aicfc.runtime.registry_cuda import ACTIVATION_KERNELS
+from aicfc.runtime.registry_cuda import activation_kernel
 
 
 def launch_cublaslt(
@@ -31,13 +33,16 @@ def launch_cublaslt(
     """The launches of a cuBLASLt entry (matmul or gemm_epilogue), planned on the
     backend's cuBLASLt handle (`ctx.cublaslt()`); TF32 for entries flagged "tf32"."""
     g = gemm_operands(spec, ins, outs, params, batched=True)
-    if g.act not in EPILOGUES:
+    low = spec.dtypes[0] != "f32"
+    if g.act not in EPILOGUES and not low:
         raise CudaKernelError(
             f'kernel "{spec.name}": cuBLASLt runs act {" or ".join(EPILOGUES)}, not {g.act}'
         )
-    if g.z is None:
+    if g.z is None and g.act in EPILOGUES:
         return [ctx.cublaslt().plan(spec.name, g, g.y, g.act, "tf32" in spec.flags)]
-    return _bias_then_activation(spec, g, g.z, ctx)
+    # Keep the pre-activation (or, in bf16/f16, an activation cuBLASLt has no epilogue
+    # for): GEMM + bias into Z (into Y itself without a Z), then Y = act(Z).
+    return _bias_then_activation(spec, g, g.y if g.z is None else g.z, ctx)
 
 
 def launch_cublaslt_then_act(
@@ -57,9 +62,12 @@ def launch_cublaslt_then_act(
 
 
 def _bias_then_activation(spec: KernelSpec, g: Gemm, pre: Any, ctx: LoadContext) -> list[Launch]:
-    """GEMM + bias into `pre` (Z, or Y itself), then Y = act(pre) (or a copy for none)."""
+    """GEMM + bias into `pre` (Z, or Y itself), then Y = act(pre) in the entry's dtype
+    (a copy for none; nothing more when `pre` is Y and act is none)."""
     first = ctx.cublaslt().plan(spec.name, g, pre, "none", "tf32" in spec.flags)
-    follow = registry.get(ACTIVATION_KERNELS[g.act])
+    if pre is g.y and g.act == "none":
+        return [first]
+    follow = registry.get(activation_kernel(g.act, spec.dtypes[0]))
     return [first, *launch.launches_for(follow, [pre], [g.y], {}, ctx)]
 
 

@@ -56,6 +56,13 @@ def row_chunks(m: int, tiles: int, sm_count: int) -> tuple[int, int]:
     return max(1, cdiv(m, rows)), rows
 
 
+def may_split_rows(spec: KernelSpec) -> bool:
+    """Whether `spec` may split its rows into chunks: f32 only, whose partial sums are
+    float32 like the result; a bf16/f16 partial would round before the chunks are added,
+    and each result must round once (kernels/reduce.cu), so those run as one chunk."""
+    return spec.dtypes == ("f32",)
+
+
 def launch_epilogue_grad(
     spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
@@ -68,7 +75,9 @@ def launch_epilogue_grad(
     expect_numel(spec, m * n, saved=saved, dZ=dz)
     expect_numel(spec, n, dbias=dbias)
     act = act_code(spec, str(param(params, "act", "relu")))
-    chunks, rows = epilogue_grad_plan(m, n, ctx.sm_count)
+    chunks, rows = (
+        epilogue_grad_plan(m, n, ctx.sm_count) if may_split_rows(spec) else (1, max(1, m))
+    )
     partial = dbias if chunks == 1 else ctx.workspace(4 * chunks * n)
     first = kernel_launch(
         spec,
@@ -134,7 +143,8 @@ def launch_reduce_sum(
     outer, r, inner = reduce_view(tuple(ins[0].shape), tuple(axes))
     expect_numel(spec, outer * inner, result=outs[0])
     tiles = 1 if inner == 1 else cdiv(inner, 32)
-    chunks, rows = (1, max(1, r)) if inner == 1 else row_chunks(r, tiles * outer, ctx.sm_count)
+    split = inner > 1 and may_split_rows(spec)
+    chunks, rows = row_chunks(r, tiles * outer, ctx.sm_count) if split else (1, max(1, r))
     if chunks * outer > 65535:
         raise CudaKernelError(f'kernel "{spec.name}": {outer} outer rows exceed the grid limit')
     partial = outs[0] if chunks == 1 else ctx.workspace(4 * chunks * outer * inner)

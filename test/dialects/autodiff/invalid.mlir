@@ -457,3 +457,27 @@ func.func @attention_grad_lse(%q: tensor<1x2x8x4xf32>, %l: tensor<1x2x4xf32>) {
   %dq, %dk, %dv = autodiff.scaled_dot_product_attention_grad %q, %q, %q, %q, %q, %l causal scale = 0.5 : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x4xf32>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>)
   func.return
 }
+
+// -----
+
+func.func @update_scale_growth(%s: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.update_scale: growth_factor must be finite and > 1, got 1.0
+  %s1, %t1 = autodiff.update_scale %s, %s, %s growth_factor = 1.0
+  func.return
+}
+
+// -----
+
+func.func @update_scale_backoff(%s: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.update_scale: backoff_factor must be in (0, 1), got 1.5
+  %s1, %t1 = autodiff.update_scale %s, %s, %s backoff_factor = 1.5
+  func.return
+}
+
+// -----
+
+func.func @update_scale_interval(%s: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.update_scale: growth_interval must be >= 1, got 0
+  %s1, %t1 = autodiff.update_scale %s, %s, %s growth_interval = 0
+  func.return
+}

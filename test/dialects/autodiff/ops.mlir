@@ -231,3 +231,17 @@ func.func @class_loss_grads(%x: tensor<2x8x65xf32>, %y: tensor<2x8xi32>, %dl: te
 // CHECK-NEXT: }
 }
 
+
+// CHECK-LABEL: func.func @loss_scaling
+func.func @loss_scaling(%g: tensor<16x8xf32>, %w: tensor<16x8xf32>, %s: tensor<f32>, %t: tensor<f32>) {
+  // CHECK-NEXT: %gu, %inf = autodiff.unscale_grad %g, %s : tensor<16x8xf32>
+  %gu, %inf = autodiff.unscale_grad %g, %s : tensor<16x8xf32>
+  // CHECK-NEXT: %w1 = autodiff.amp_select %inf, %gu, %w : tensor<16x8xf32>
+  %w1 = autodiff.amp_select %inf, %gu, %w : tensor<16x8xf32>
+  // CHECK-NEXT: %s1, %t1 = autodiff.update_scale %s, %t, %inf
+  // GENERIC: %s1, %t1 = "autodiff.update_scale"(%s, %t, %inf) <{growth_factor = 2.000000e+00 : f64, backoff_factor = 5.000000e-01 : f64, growth_interval = 2000 : i64}> : (tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<f32>, tensor<f32>)
+  %s1, %t1 = autodiff.update_scale %s, %t, %inf
+  // CHECK-NEXT: %s2, %t2 = autodiff.update_scale %s, %t, %inf growth_factor = 4.000000e+00 backoff_factor = 2.500000e-01 growth_interval = 10
+  %s2, %t2 = autodiff.update_scale %s, %t, %inf growth_factor = 4.0 backoff_factor = 0.25 growth_interval = 10
+  func.return
+}

@@ -386,3 +386,19 @@ func.func @attention_scale(%q: tensor<1x2x8x4xf32>) {
   %o, %l = graph.scaled_dot_product_attention %q, %q, %q causal scale = 0x7FF0000000000000 : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8xf32>)
   func.return
 }
+
+// -----
+
+func.func @cast_shape(%x: tensor<4x8xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.cast: result shape [8, 4] differs from the input shape [4, 8]; a cast changes only the element type
+  %y = "graph.cast"(%x) : (tensor<4x8xf32>) -> tensor<8x4xbf16>
+  func.return
+}
+
+// -----
+
+func.func @cast_int(%x: tensor<4x8xi32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.cast: input must have a float element type (f16, bf16, f32, f64), got i32
+  %y = graph.cast %x : tensor<4x8xi32> to tensor<4x8xbf16>
+  func.return
+}

@@ -188,6 +188,13 @@ func.func @transformer_layout(%qkv: tensor<2x8x48xf32>, %x: tensor<2x8x16xf32>, 
   // CHECK-NEXT: %sc = graph.scale %x factor = 1.250000e-01 : tensor<2x8x16xf32>
   // GENERIC: %sc = "graph.scale"(%x) <{factor = 1.250000e-01 : f64}> : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
   %sc = graph.scale %x factor = 0.125 : tensor<2x8x16xf32>
+  // CHECK-NEXT: %lo = graph.cast %x : tensor<2x8x16xf32> to tensor<2x8x16xbf16>
+  // GENERIC: %lo = "graph.cast"(%x) : (tensor<2x8x16xf32>) -> tensor<2x8x16xbf16>
+  %lo = graph.cast %x : tensor<2x8x16xf32> to tensor<2x8x16xbf16>
+  // CHECK-NEXT: %hi = graph.cast %lo : tensor<2x8x16xbf16> to tensor<2x8x16xf32>
+  %hi = graph.cast %lo : tensor<2x8x16xbf16> to tensor<2x8x16xf32>
+  // CHECK-NEXT: %h16 = graph.cast %x : tensor<2x8x16xf32> to tensor<2x8x16xf16>
+  %h16 = graph.cast %x : tensor<2x8x16xf32> to tensor<2x8x16xf16>
   // CHECK-NEXT: func.return
   func.return
 // CHECK-NEXT: }

@@ -204,3 +204,37 @@ inline float fmaf(float a, float b, float c) { return std::fma(a, b, c); }
 inline float fmaxf(float a, float b) { return std::fmax(a, b); }
 using std::max;
 using std::min;
+
+// bf16 and f16 storage (cuda_bf16.h, cuda_fp16.h): 16-bit words; float -> bf16 rounds to
+// nearest even by integer arithmetic on the float's bits (NaN stays a quiet NaN), float
+// -> f16 through the compiler's _Float16 (IEEE round to nearest even, inf past 65504).
+struct __nv_bfloat16 {
+  uint16_t bits;
+};
+struct __half {
+  uint16_t bits;
+};
+inline float __bfloat162float(__nv_bfloat16 x) {
+  uint32_t u = uint32_t(x.bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return {uint16_t((u >> 16) | 0x40)};
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return {uint16_t(u >> 16)};
+}
+inline float __half2float(__half x) {
+  _Float16 h;
+  std::memcpy(&h, &x.bits, 2);
+  return float(h);
+}
+inline __half __float2half_rn(float f) {
+  _Float16 h = _Float16(f);
+  __half out;
+  std::memcpy(&out.bits, &h, 2);
+  return out;
+}

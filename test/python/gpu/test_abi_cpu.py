@@ -214,8 +214,13 @@ CASES: dict[str, tuple[list[Any], list[Any], dict[str, Any]]] = {
     "graph.concat": ([f(2, 5, 48)] * 3, [f(2, 5, 144)], {"axis": -1}),
     "graph.scale": ([f(8, 6)], [f(8, 6)], {"factor": 0.125}),
     "graph.causal_mask": ([f(2, 8, 6)], [f(2, 8, 6)], {}),
+    "graph.cast": ([f(8, 6)], [f(8, 6)], {}),
+    "autodiff.unscale_grad": ([f(8, 6), f()], [f(8, 6), f()], {}),
+    "autodiff.amp_select": ([f(), f(8, 6), f(8, 6)], [f(8, 6)], {}),
+    "autodiff.update_scale": ([f(), f(), f()], [f(), f()], {"growth_interval": 10}),
 }
 LAUNCHES = {
+    "autodiff.unscale_grad": 2,
     "autodiff.layer_norm_grad": 2,
     "autodiff.embedding_grad": 2,
     "autodiff.scaled_dot_product_attention_grad": 2,
@@ -802,10 +807,16 @@ def test_a_missing_kernel_source_is_an_error_naming_it(failing_nvrtc):
 
 
 def lowered_plans(
-    model: Any, loss: str, optimizer: Any, batch: int, cublaslt: bool = False, tf32: bool = False
+    model: Any,
+    loss: str,
+    optimizer: Any,
+    batch: int,
+    cublaslt: bool = False,
+    tf32: bool = False,
+    autocast: str | None = None,
 ) -> list[Any]:
     """The exec plans of `model`'s train step and predict, lowered for an sm_90 device
-    with or without cuBLASLt and TF32."""
+    with or without cuBLASLt and TF32, in float32 or mixed precision (`autocast`)."""
     from aicfc.builder import build_module
     from aicfc.context import make_context
     from aicfc.dialects import exec as ex
@@ -814,7 +825,7 @@ def lowered_plans(
 
     module = build_module(model, loss, optimizer, batch)
     cap = {"arch": 90, "tensor_core": True, "cublaslt": cublaslt, "tf32": tf32}
-    run_steps(make_context(), module, train_pipeline("cupy", True, cap))
+    run_steps(make_context(), module, train_pipeline("cupy", True, cap, autocast))
     return [ExecPlan.from_program(op) for op in module.ops if isinstance(op, ex.ProgramOp)]
 
 
@@ -838,17 +849,20 @@ def models() -> list[tuple[str, Any, str, Any]]:
     ]
 
 
-@pytest.mark.parametrize("device", ["fp32", "tf32_cublaslt"])
+@pytest.mark.parametrize("device", ["fp32", "tf32_cublaslt", "bf16_cublaslt", "fp16_cublaslt"])
 @pytest.mark.parametrize(("name", "model", "loss", "opt"), models(), ids=lambda v: str(v)[:40])
 def test_every_launch_of_a_lowered_program_binds(name, model, loss, opt, device):
     """What the pipeline emits (the GPT's train step too: a kernel for every op, no
-    NoKernelError) passes every launcher's buffer checks (as CupyExecutable binds it:
-    multi-tensor groups included), so the checks refuse only what does not fit."""
+    NoKernelError; mixed precision too) passes every launcher's buffer checks (as
+    CupyExecutable binds it: multi-tensor groups included), so the checks refuse only
+    what does not fit."""
     from aicfc.runtime.plan import LaunchStep
 
-    fast = device == "tf32_cublaslt"
+    fast = device != "fp32"
+    low = device.split("_")[0] if device.startswith(("bf16", "fp16")) else None
     batch = 3 if name.startswith("gpt") else 48
-    for plan in lowered_plans(model, loss, opt, batch, cublaslt=fast, tf32=fast):
+    plans = lowered_plans(model, loss, opt, batch, cublaslt=fast, tf32=fast, autocast=low)
+    for plan in plans:
         arrays = [FakeArray(b.shape, b.dtype) for b in plan.buffers]
         steps = plan.steps
         specs = [registry.get(s.kernel) if isinstance(s, LaunchStep) else None for s in steps]

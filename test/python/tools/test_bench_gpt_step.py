@@ -50,10 +50,10 @@ def test_the_torch_peer_computes_aicfcs_loss(monkeypatch):
 
 def test_an_unknown_peer_config_or_precision_is_refused_before_anything_runs(capsys):
     with pytest.raises(SystemExit) as e:
-        bench.main(["--peers", "aicfc,torch-jit", "--configs", "gpt-huge", "--precisions", "bf16"])
+        bench.main(["--peers", "aicfc,torch-jit", "--configs", "gpt-huge", "--precisions", "int8"])
     assert e.value.code == 2
     err = capsys.readouterr().err
-    assert "unknown torch-jit, gpt-huge, bf16: peers are aicfc, torch-graph" in err
+    assert "unknown torch-jit, gpt-huge, int8: peers are aicfc, torch-graph" in err
 
 
 def test_a_row_is_skipped_when_the_deadline_leaves_it_too_little_time(tmp_path):

@@ -42,6 +42,7 @@ print(json.dumps({
 
 AICFC_PASSES = [
     "aicfc-analyze",
+    "aicfc-autocast",
     "aicfc-data-parallel",
     "aicfc-expand-backward",
     "aicfc-fold-constants",
@@ -49,6 +50,7 @@ AICFC_PASSES = [
     "aicfc-fold-linear",
     "aicfc-fuse",
     "aicfc-hoist-updates",
+    "aicfc-loss-scale",
     "aicfc-lower-exec",
     "aicfc-plan-memory",
     "aicfc-train-pipeline",
