@@ -661,8 +661,13 @@ _RANDOM_AND_OPTIM = [
 _BGRAD = "autodiff.gemm_epilogue_grad"
 _BGRAD_ABI = (*_GEMM_ABI, ("splits", "int32_t"), ("k_chunk", "int32_t"))
 _EPILOGUE_GRAD_ABI = (("M", "int32_t"), ("N", "int32_t"), ("act", "int32_t"))
-EPILOGUE_GRAD_KERNEL = "cuda.epilogue_grad_f32"
-"""The kernel that a composite gemm_epilogue_grad runs after its product."""
+
+
+def epilogue_grad_kernel(dtype: str) -> str:
+    """The epilogue_grad kernel that a composite gemm_epilogue_grad of storage `dtype`
+    ("f32", "bf16", "f16") runs in place on dZ after its product."""
+    return f"cuda.epilogue_grad_{dtype}"
+
 
 _ONE_LAUNCH_EPILOGUE_GRADS = [
     KernelSpec(
@@ -694,7 +699,7 @@ def _composite(product: KernelSpec) -> KernelSpec:
         flags=(product.flags - {"workspace"}) | {"composite"},
         abi=() if library else _EPILOGUE_GRAD_ABI,
         source=None if library else "reduce.cu",
-        symbol=None if library else "aicfc_epilogue_grad_f32",
+        symbol=None if library else f"aicfc_epilogue_grad_{product.dtypes[0]}",
         launcher="cublaslt:launch_cublaslt_then_epilogue_grad"
         if library
         else "reduce:launch_gemm_then_epilogue_grad",

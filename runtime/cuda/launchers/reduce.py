@@ -28,7 +28,7 @@ from aicfc.runtime.cuda.launchers.common import (
     rows_shape,
 )
 from aicfc.runtime.registry import KernelSpec
-from aicfc.runtime.registry_cuda import COMPOSITE_PRODUCTS, EPILOGUE_GRAD_KERNEL
+from aicfc.runtime.registry_cuda import COMPOSITE_PRODUCTS, epilogue_grad_kernel
 
 EPILOGUE_GRAD_MIN_ROWS = 128
 """Rows of the smallest chunk that epilogue_grad's first stage gives one block (4 rows for
@@ -100,14 +100,15 @@ def product_then_epilogue_grad(
     spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     """(A, B, saved) -> (dZ, dbias) as two launches on one stream: the product kernel that
-    COMPOSITE_PRODUCTS names for `spec` writes op(A) op(B) into dZ, then epilogue_grad runs
-    in place on dZ (each of its threads reads an element of dY before writing dZ there)."""
+    COMPOSITE_PRODUCTS names for `spec` writes op(A) op(B) into dZ, then the epilogue_grad
+    kernel of `spec`'s storage dtype runs in place on dZ (each of its threads reads an
+    element of dY before writing dZ there)."""
     a, b, saved = ins
     dz, dbias = outs
     product = registry.get(COMPOSITE_PRODUCTS[spec.name])
     flags = {k: params[k] for k in ("transpose_a", "transpose_b") if k in params}
     first = launch.launches_for(product, [a, b], [dz], flags, ctx)
-    follow = registry.get(EPILOGUE_GRAD_KERNEL)
+    follow = registry.get(epilogue_grad_kernel(spec.dtypes[0]))
     act = {"act": param(params, "act", "relu")}
     return [*first, *launch.launches_for(follow, [dz, saved], [dz, dbias], act, ctx)]
 

@@ -19,6 +19,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -37,7 +38,7 @@ from aicfc.runtime.cuda.launchers.gemm import gemm_mnk
 from aicfc.runtime.cuda.launchers.optim import launch_adam_group
 from aicfc.runtime.cuda.launchers.reduce import reduce_view
 from aicfc.runtime.errors import BackendUnavailable
-from aicfc.runtime.registry_cuda import COMPOSITE_PRODUCTS, EPILOGUE_GRAD_KERNEL
+from aicfc.runtime.registry_cuda import COMPOSITE_PRODUCTS, epilogue_grad_kernel
 from aicfc.runtime.selector import gemm_dims
 
 
@@ -290,7 +291,7 @@ def test_each_launcher_gives_buffers_then_exactly_its_abi_scalars(spec):
     ins, outs, params = case(spec)
     launches = launches_for(spec, ins, outs, params, FakeCtx())
     if "composite" in spec.flags:
-        product, follow = COMPOSITE_PRODUCTS[spec.name], EPILOGUE_GRAD_KERNEL
+        product, follow = COMPOSITE_PRODUCTS[spec.name], epilogue_grad_kernel(spec.dtypes[0])
         assert [la.name for la in launches] == [product, follow]
         assert registry.get(follow).symbol == spec.symbol
     else:
@@ -360,6 +361,31 @@ class CublasLtCtx(FakeCtx):
 
     def cublaslt(self) -> Any:
         return self.lt
+
+
+COMPOSITES = [k for k in registry.REGISTRY if "composite" in k.flags]
+STORAGE = {
+    "f32": np.dtype(np.float32),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "f16": np.dtype(np.float16),
+}
+
+
+@pytest.mark.parametrize("spec", COMPOSITES, ids=lambda k: k.name)
+def test_a_composite_epilogue_grad_runs_the_epilogue_kernel_of_its_storage_dtype(spec):
+    """cuBLASLt's composites too: a bf16 product's dZ [M, N] is 2 bytes an element, so the
+    f32 epilogue_grad on it reads and writes past its end (an illegal address on the GPU,
+    a NaN loss before that)."""
+    dt = STORAGE[spec.dtypes[0]]
+    ta, tb = spec.transposes[0] if spec.transposes else (False, False)
+    a = FakeArray((4, 8) if ta else (8, 4), dt)
+    b = FakeArray((6, 4) if tb else (4, 6), dt)
+    ins = [a, b, FakeArray((8, 6), dt)]
+    outs = [FakeArray((8, 6), dt), FakeArray((6,), dt)]
+    params = {"act": "relu", "transpose_a": ta, "transpose_b": tb}
+    launches = launches_for(spec, ins, outs, params, CublasLtCtx())
+    assert launches[-1].name == f"cuda.epilogue_grad_{spec.dtypes[0]}"
+    assert registry.get(launches[-1].name).dtypes == spec.dtypes
 
 
 def test_cublaslt_entries_fuse_the_epilogue_or_keep_z_then_run_our_activation():
