@@ -20,6 +20,9 @@ format), a newer format version, another model (params), another training setup 
 dropout keys, schedule, ...) are each a `CheckpointError` naming the file and what
 differs, and the Program is unchanged. Loaded values go into the fixed buffers, so a
 captured graph continues without a re-capture (docs/design.md#complete-checkpoints).
+Checkpoints load across precisions (the params are fp32 masters in every one): fp16's
+loss-scale state is the one difference allowed; an fp16 program keeps its current scale
+when the file has none.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save as safetensors_bytes
 
 from aicfc.nn import dropout_keys
+from aicfc.passes.aicfc_loss_scale import LOSS_SCALE_STATES
 from aicfc.runtime.files import atomic_write
 
 if TYPE_CHECKING:
@@ -177,10 +181,10 @@ def check_fits(program: Program, ckpt: Checkpoint) -> None:
     model = _differences("params", spec(_specs(ours, params)), spec(json.loads(meta["params"])))
     if model:
         raise CheckpointError(f"{where} is of another model: " + "; ".join(model))
-    setup = _differences(
+    setup = _differences(  # fp16's loss scale may be missing or extra: across precisions
         "states",
-        spec(_specs(ours, [n for n in ours if n not in params])),
-        spec(json.loads(meta["states"])),
+        spec(_specs(ours, [n for n in ours if n not in params and n not in LOSS_SCALE_STATES])),
+        {n: s for n, s in spec(json.loads(meta["states"])).items() if n not in LOSS_SCALE_STATES},
     )
     keys = {n: str(k) for n, k in dropout_keys(program.model).items()}
     setup += _differences(
@@ -202,4 +206,8 @@ def load_checkpoint(program: Program, source: str | os.PathLike[str] | Checkpoin
     """Check `source` against `program`, then write its state into the fixed buffers."""
     ckpt = source if isinstance(source, Checkpoint) else read(source)
     check_fits(program, ckpt)
-    program.load_state_dict(ckpt.state, strict=True)
+    ours = program.state_dict()
+    # check_fits matched every name but fp16's loss scale: an fp32/bf16 checkpoint leaves
+    # an fp16 program's scale as it is, an fp16 one's scale is not loaded elsewhere
+    state = {n: v for n, v in ckpt.state.items() if n in ours}
+    program.load_state_dict(state, strict=False)

@@ -213,6 +213,37 @@ AUTOCAST_DTYPE = {"bf16": "bf16", "fp16": "fp16"}
 """The aicfc-autocast dtype of each mixed precision."""
 
 
+def check_precision(
+    precision: str, dtype: np.dtype, options: TrainingOptions, data_parallel: object
+) -> None:
+    """Refuse the combinations mixed precision does not support yet, before anything
+    compiles (each would otherwise run and train wrongly, or fail deep in a pass).
+
+    Raises TypeError for bf16/fp16 with parameters that are not float32 (autocast lowers
+    float32 values only), ValueError for fp16 with gradient accumulation (the loss scale's
+    skip and growth count micro-steps, not updates) or with data parallel (each rank would
+    decide to skip from its own unreduced gradients).
+    """
+    if precision not in AUTOCAST_DTYPE:
+        return
+    if np.dtype(dtype) != np.float32:
+        raise TypeError(
+            f"compile: precision={precision!r} needs float32 parameters (fp32 master "
+            f"weights), got {np.dtype(dtype)}; use precision='fp32' for another dtype"
+        )
+    if precision == "fp16" and options.accumulate > 1:
+        raise ValueError(
+            f"compile: precision='fp16' with accumulate={options.accumulate} is not "
+            "supported: loss scaling would skip and grow per micro-batch, not per update; "
+            "use precision='bf16' (no loss scaling) or accumulate=1"
+        )
+    if precision == "fp16" and data_parallel is not None:
+        raise ValueError(
+            "compile: precision='fp16' with data_parallel is not supported: each rank "
+            "would skip an overflowing step from its own gradients; use precision='bf16'"
+        )
+
+
 def loss_scale_state() -> dict[str, np.ndarray]:
     """The first values of fp16's dynamic loss-scaling state (torch GradScaler's init_scale
     2^16 and a growth tracker at 0), by their state-dict names."""
@@ -274,6 +305,9 @@ class Program:
             raise ValueError(
                 f"compile: unknown precision {precision!r}; expected one of {', '.join(PRECISIONS)}"
             )
+        first = next((p for _, p in model.named_parameters()), None)
+        if first is not None:  # (no parameters: refused below)
+            check_precision(precision, first.dtype, options or TrainingOptions(), data_parallel)
         self.precision = precision
         if precision == "tf32":
             tf32 = True
@@ -288,6 +322,8 @@ class Program:
         if tf32 is not None and "tf32" in exec_options:
             exec_options["tf32"] = tf32
         self.tf32 = bool(exec_options.get("tf32", False))
+        if precision == "fp32" and self.tf32:  # tf32=True (or the backend's) says TF32
+            self.precision = "tf32"
         self._steps = train_pipeline(
             backend.name, inplace, exec_options, autocast=AUTOCAST_DTYPE.get(precision)
         )

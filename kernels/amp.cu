@@ -51,8 +51,9 @@ extern "C" __global__ void aicfc_update_scale_f32(const float* scale, const floa
     t = 0.0f;
   } else {
     t += 1.0f;
-    if (t >= (float)interval) {
-      s *= growth;
+    if (t >= (float)interval) {  // torch keeps the scale where growing it overflows
+      float grown = s * growth;
+      if (isfinite(grown)) s = grown;
       t = 0.0f;
     }
   }

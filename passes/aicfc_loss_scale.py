@@ -41,6 +41,9 @@ from aicfc.dialects.tensors import is_float, tensor
 SCALE = "amp.scale"
 GROWTH_TRACKER = "amp.growth_tracker"
 """The names of the loss-scaling state (torch GradScaler's `scale` and `_growth_tracker`)."""
+LOSS_SCALE_STATES = (SCALE, GROWTH_TRACKER)
+"""fp16's own states: a checkpoint of another precision lacks or carries them, and loads
+anyway (the scale starts at 2^16 where it is missing, as a new GradScaler's)."""
 
 _SCALAR = tensor((), f32)
 
@@ -59,16 +62,18 @@ def _add_state(fn: func.FuncOp, name: str) -> SSAValue:
 
 
 def _depends_on(v: SSAValue, sources: set[SSAValue], memo: dict[SSAValue, bool]) -> bool:
-    stack, seen = [v], []
-    while stack:  # iterative: steps are long chains
+    stack, seen = [v], set()
+    while stack:  # iterative: steps are long chains; `seen`: residual adds make a DAG
         x = stack.pop()
+        if x in seen:
+            continue
         if x in memo:
             if memo[x]:
                 return True
             continue
         if x in sources:
             return True
-        seen.append(x)
+        seen.add(x)
         owner = x.owner
         if isinstance(owner, Operation):
             stack.extend(owner.operands)

@@ -721,14 +721,17 @@ def update_scale(
     growth_interval: int = 2000,
 ) -> tuple[Array, Array]:
     """torch._amp_update_scale_: back off on an overflow, grow after growth_interval good
-    steps in a row."""
+    steps in a row, unless the grown scale would not be finite (it stays; the tracker
+    restarts either way)."""
     s, t = np.float32(scale), np.float32(growth_tracker)
     if float(found_inf) != 0.0:
         s, t = s * np.float32(backoff_factor), np.float32(0.0)
     else:
         t = t + np.float32(1.0)
         if t >= growth_interval:
-            s, t = s * np.float32(growth_factor), np.float32(0.0)
+            with np.errstate(over="ignore"):
+                grown = s * np.float32(growth_factor)
+            s, t = (grown if np.isfinite(grown) else s), np.float32(0.0)
     return np.asarray(s, np.float32), np.asarray(t, np.float32)
 
 

@@ -205,9 +205,10 @@ def test_loss_scaling_kernels_are_the_reference() -> None:
         out = EmuArray(np.full(50, np.nan, np.float32))
         run("cuda.amp_select_f32", [np.asarray(flag, np.float32), new, old], [out], {})
         np.testing.assert_array_equal(out.array, old if flag else new)
-    for tracker, flag in ((3.0, 1.0), (3.0, 0.0), (9.0, 0.0)):
+    cases = ((1024.0, 3.0, 1.0), (1024.0, 3.0, 0.0), (1024.0, 9.0, 0.0), (3e38, 9.0, 0.0))
+    for start, tracker, flag in cases:  # the last: growing would overflow, the scale stays
         s1, t1 = EmuArray(np.float32([np.nan])), EmuArray(np.float32([np.nan]))
-        ins = [np.asarray(v, np.float32) for v in (1024.0, tracker, flag)]
+        ins = [np.asarray(v, np.float32) for v in (start, tracker, flag)]
         run("cuda.update_scale_f32", ins, [s1, t1], {"growth_interval": 10})
         ws, wt = reference.REFERENCE[ad.UpdateScaleOp](*ins, growth_interval=10)
         assert (float(s1.array[0]), float(t1.array[0])) == (float(ws), float(wt))

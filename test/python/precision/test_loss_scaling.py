@@ -116,3 +116,23 @@ def test_fp16_checkpoints_load_elsewhere_without_the_scale(precision: str) -> No
     assert sorted(keys.unexpected_keys) == ["amp.growth_tracker", "amp.scale"]
     assert keys.missing_keys == []
     np.testing.assert_array_equal(other.state_dict()["0.weight"], prog.state_dict()["0.weight"])
+
+
+@pytest.mark.parametrize(
+    ("scale", "tracker", "found"),
+    [(65536.0, 0.0, 0.0), (65536.0, 7.0, 1.0), (65536.0, 1999.0, 0.0), (3e38, 1999.0, 0.0),
+     (1.0, 1999.0, 1.0)],
+)  # fmt: skip
+def test_update_scale_is_torchs_amp_update_scale(scale: float, tracker: float, found: float):
+    """The reference against torch._amp_update_scale_ (CPU): the 3e38 case keeps its scale
+    where doubling it would overflow to inf (which would then skip every later step)."""
+    import torch
+
+    from aicfc.dialects import autodiff as ad
+    from aicfc.runtime import reference
+
+    s, t = torch.tensor([scale]), torch.tensor([tracker], dtype=torch.int32)
+    torch._amp_update_scale_(s, t, torch.tensor([found]), 2.0, 0.5, 2000)
+    ins = [np.asarray(v, np.float32) for v in (scale, tracker, found)]
+    got_s, got_t = reference.REFERENCE[ad.UpdateScaleOp](*ins, growth_interval=2000)
+    assert (float(got_s), float(got_t)) == (float(s[0]), float(t[0]))

@@ -80,3 +80,71 @@ def test_state_dict_holds_fp32_masters_and_loads_across_precisions() -> None:
     # the same checkpoint gives nearly the same next loss in both precisions
     a, b = full.step(x, y), low.step(x, y)
     assert abs(a - b) <= 0.02 * abs(a)
+
+
+def test_tf32_true_with_the_default_precision_reports_tf32() -> None:
+    """The backend decides: NumPy is strict fp32 whatever is asked, so it stays "fp32";
+    a backend that runs TF32 products reports "tf32" (see test_cupy_backend_gpu)."""
+    prog = aicfc.compile(model(), backend="numpy", tf32=True, cache_dir=False)
+    assert (prog.tf32, prog.precision) == (False, "fp32")
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_a_low_precision_with_float64_params_is_refused(precision: str) -> None:
+    aicfc.manual_seed(0)
+    f64 = nn.Sequential(nn.Linear(4, 3, dtype=np.float64))
+    with pytest.raises(
+        TypeError, match=rf"precision='{precision}' needs float32 parameters.*float64"
+    ):
+        aicfc.compile(f64, backend="numpy", precision=precision, cache_dir=False)
+
+
+def test_fp16_with_gradient_accumulation_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"precision='fp16' with accumulate=2 is not supported"):
+        aicfc.compile(model(), backend="numpy", precision="fp16", accumulate=2, cache_dir=False)
+    bf16 = aicfc.compile(model(), backend="numpy", precision="bf16", accumulate=2, cache_dir=False)
+    x, y = data()
+    assert np.isfinite(bf16.step(x, y))
+
+
+def test_fp16_with_data_parallel_is_refused() -> None:
+    from aicfc.distributed import DataParallel
+    from aicfc.runtime.collectives import ThreadGroup
+
+    with pytest.raises(ValueError, match=r"precision='fp16' with data_parallel is not supported"):
+        aicfc.compile(
+            model(),
+            backend="numpy",
+            precision="fp16",
+            data_parallel=DataParallel(ThreadGroup(2).communicators[0]),
+            cache_dir=False,
+        )
+
+
+@pytest.mark.parametrize(
+    ("written", "read"), [("fp16", "fp32"), ("fp32", "fp16"), ("bf16", "fp16")]
+)
+def test_a_checkpoint_file_loads_across_fp16_and_the_others(
+    written: str, read: str, tmp_path
+) -> None:
+    """Program.save / Program.load (the file, checked) across precisions: every param and
+    optimizer state arrives; fp16's loss scale is not carried to the others, and an fp16
+    program keeps its own scale when the file has none."""
+    x, y = data()
+    src = compile_(written)
+    for _ in range(3):
+        src.step(x, y)
+    path = tmp_path / "ckpt.safetensors"
+    src.save(path)
+    dst = compile_(read)
+    if read == "fp16":
+        dst.step(*data(1))  # a scale of its own to keep: 2^16 unless an overflow halved it
+        scale = float(dst.state_dict()["amp.scale"])
+    dst.load(path)
+    got, want = dst.state_dict(), src.state_dict()
+    for name, value in want.items():
+        if not name.startswith("amp."):
+            np.testing.assert_array_equal(got[name], value, err_msg=name)
+    assert ("amp.scale" in got) == (read == "fp16")
+    if read == "fp16":
+        assert float(got["amp.scale"]) == scale
