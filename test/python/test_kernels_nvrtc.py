@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -63,7 +65,16 @@ def test_nvrtc_refuses_a_source_the_typedefs_do_not_cover(tmp_path):
     assert rc != 0 and "int16_t" in log
 
 
+@pytest.fixture(scope="module")
+def compiled() -> dict[str, tuple[int, str]]:
+    """Every source's (result, log), compiled on all cores (ctypes releases the GIL)."""
+    options = (*compile_options(), "--gpu-architecture=sm_90")
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        results = pool.map(lambda s: nvrtc_compile(KERNELS / s, options), SOURCES)
+        return dict(zip(SOURCES, results, strict=True))
+
+
 @pytest.mark.parametrize("source", SOURCES)
-def test_compiles_under_nvrtc_as_the_runtime_loads_it(source):
-    rc, log = nvrtc_compile(KERNELS / source, (*compile_options(), "--gpu-architecture=sm_90"))
+def test_compiles_under_nvrtc_as_the_runtime_loads_it(source, compiled):
+    rc, log = compiled[source]
     assert rc == 0, f"NVRTC failed on kernels/{source}:\n{log}"
