@@ -30,6 +30,7 @@ import torch
 import aicfc
 from aicfc import optim
 from precision.test_digits_bf16 import ACC_TOL, LOSS_TOL, TRAIN, batches, digits, mlp
+from test_torch_training_loop import torch_twin
 
 __all__ = ["digits"]  # the fixture, shared with test_digits_bf16.py
 
@@ -79,14 +80,7 @@ def train_aicfc(digits, precision: str, poisoned: bool = False) -> tuple[Traject
 
 def train_torch_fp16(digits, poisoned: bool = False) -> tuple[Trajectory, float]:
     x, y = digits
-    model = torch.nn.Sequential(
-        torch.nn.Linear(64, 128),
-        torch.nn.ReLU(),
-        torch.nn.Linear(128, 128),
-        torch.nn.ReLU(),
-        torch.nn.Linear(128, 10),
-    )
-    model.load_state_dict({k: torch.from_numpy(v) for k, v in mlp().state_dict().items()})
+    model = torch_twin(mlp())  # the same init
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     scaler = torch.amp.GradScaler("cpu")
     assert scaler.get_scale() == 2.0**16
