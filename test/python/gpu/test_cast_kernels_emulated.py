@@ -1,6 +1,7 @@
 """kernels/cast.cu on the CPU emulator (cuda_emu.h's bf16/f16 words), behind its launcher:
 every cast is bitwise reference.cast (ml_dtypes / NumPy astype: round to nearest even),
-on fresh random values plus exact ties, signed zeros, inf, NaN and fp16's overflow."""
+on fresh random values plus exact ties, signed zeros, inf, NaN, fp16's overflow and fp16's
+subnormals; the subnormals also against their fp16 words written out by hand."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from aicfc.runtime.cuda import abi as cuda_abi
 from aicfc.runtime.cuda.launch import launches_for
 from gpu import cuda_emu
 from gpu.cuda_emu import EmuArray, EmuContext, EmuFunction, NullStream
+from precision.test_bf16_reference import F16_SUBNORMALS
 
 REASON = cuda_emu.unavailable_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
@@ -49,7 +51,8 @@ def values(rng: np.random.Generator) -> np.ndarray:
         ],
         np.float32,
     )  # bf16 ties both ways, f16: max, the tie above max (-> inf), overflow, underflow
-    return np.concatenate([x, special])
+    subnormals = np.array([v for v, _ in F16_SUBNORMALS], np.float32)
+    return np.concatenate([x, special, subnormals])
 
 
 @pytest.mark.parametrize(
@@ -71,6 +74,21 @@ def test_cast_kernels_are_bitwise_the_reference(src: str, dst: str) -> None:
     nan = np.isnan(want.astype(np.float32))
     np.testing.assert_array_equal(got[~nan], ref[~nan])
     assert np.isnan(out.array[nan].astype(np.float32)).all()
+
+
+def test_f16_cast_kernels_round_subnormals_to_nearest_even() -> None:
+    x = np.array([v for v, _ in F16_SUBNORMALS], np.float32)
+    words = np.array([bits for _, bits in F16_SUBNORMALS], np.uint16)
+    half = EmuArray(np.full(x.shape, np.nan, np.float16))
+    run("cuda.cast_f32_f16", [x], [half], {"dtype": "f16"})
+    np.testing.assert_array_equal(half.array.view(np.uint16), words)
+    # and back: exact, (word & 0x7FFF) * 2^-24 with the sign (exponent field 0, or 1 with a
+    # zero significand, in every word here)
+    wide = EmuArray(np.full(x.shape, np.nan, np.float32))
+    run("cuda.cast_f16_f32", [words.view(np.float16)], [wide], {"dtype": "f32"})
+    sign = np.where(words & 0x8000, -1.0, 1.0)
+    want = (sign * (words & 0x7FFF).astype(np.float64) * 2.0**-24).astype(np.float32)
+    np.testing.assert_array_equal(wide.array.view(np.uint32), want.view(np.uint32))
 
 
 def run(kernel: str, ins: list[np.ndarray], outs: list[EmuArray], params: dict) -> None:
@@ -125,7 +143,11 @@ def test_low_precision_reduce_sum(dt: str, shape: tuple[int, ...], axes: tuple[i
     run(f"cuda.reduce_sum_{dt}", [x], [out], {"axes": axes})
     exact = x.astype(np.float64).sum(axis=axes)
     unit = {"bf16": 2.0**-8, "f16": 2.0**-11}[dt]
+    # both sum in fp32 (in different orders) and round once: each within one rounding of
+    # the float64 sum, so within two of each other
     assert norm_err(out.array, exact) <= unit
+    assert norm_err(want, exact) <= unit
+    assert norm_err(out.array, want) <= 2 * unit
 
 
 def within_one_rounding(got: np.ndarray, want: np.ndarray, dt: str) -> bool:

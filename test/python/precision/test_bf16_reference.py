@@ -1,5 +1,6 @@
-"""bf16 in the NumPy reference: graph.cast rounds to nearest even, low-precision ops compute
-in float32 inside and round once, and a cast's VJP casts the gradient back.
+"""bf16 in the NumPy reference: graph.cast rounds to nearest even (fp16's subnormals too),
+low-precision ops compute in float32 inside and round once, and a cast's VJP casts the
+gradient back.
 
 Expected values come from bit arithmetic on float32 words (round to nearest even, written
 out here) and from float32 NumPy, never from the code under test.
@@ -44,6 +45,38 @@ def test_cast_to_bf16_rounds_to_nearest_even() -> None:
     assert y.dtype == BF16
     np.testing.assert_array_equal(y.view(np.uint16), rne_bf16_bits(x))
     np.testing.assert_array_equal(y[-3:].astype(np.float32), [1.0, 1.015625, -1.0])
+
+
+# fp16 subnormals (exponent field 0: value = bits * 2^-24), with their expected fp16 words
+# written out from that formula: the smallest 2^-24 (0x0001); 2^-25, halfway between 0 and
+# 2^-24, rounds to the even 0 (and -2^-25 to -0, 0x8000); 3 * 2^-25 = 1.5 * 2^-24, halfway
+# between 1 and 2 units, to the even 2 units (0x0002); just above the tie 2^-25 rounds up;
+# the largest subnormal 1023 * 2^-24 (0x03FF) and the smallest normal 2^-14 (0x0400)
+F16_SUBNORMALS = [
+    (2.0**-24, 0x0001),
+    (2.0**-25, 0x0000),
+    (3 * 2.0**-25, 0x0002),
+    (-(2.0**-25), 0x8000),
+    (2.0**-25 * (1 + 2**-23), 0x0001),
+    (1023 * 2.0**-24, 0x03FF),
+    (-1023 * 2.0**-24, 0x83FF),
+    (2.0**-14, 0x0400),
+]
+
+
+def test_cast_to_f16_rounds_subnormals_to_nearest_even() -> None:
+    x = np.array([v for v, _ in F16_SUBNORMALS], np.float32)
+    assert [float(v) for v in x] == [v for v, _ in F16_SUBNORMALS]  # exact in float32
+    (h,) = cast(x, dtype="f16")
+    assert h.dtype == np.float16
+    np.testing.assert_array_equal(h.view(np.uint16), [bits for _, bits in F16_SUBNORMALS])
+    # widening back is exact: (bits & 0x7FFF) * 2^-24 with the sign (every word here has
+    # exponent field 0, or 1 with a zero significand, where the same formula holds)
+    (back,) = cast(h, dtype="f32")
+    bits = np.array([b for _, b in F16_SUBNORMALS], np.int64)
+    want = np.where(bits & 0x8000, -1.0, 1.0) * (bits & 0x7FFF) * 2.0**-24
+    np.testing.assert_array_equal(back, want.astype(np.float32))
+    assert np.signbit(back[3]) and back[3] == 0.0
 
 
 def test_cast_widening_is_exact_and_f16_overflows_to_inf() -> None:

@@ -19,6 +19,7 @@ from sklearn.datasets import load_digits
 
 import aicfc
 from aicfc import nn, optim
+from test_torch_training_loop import torch_twin
 
 STEPS = 200
 BATCH = 64
@@ -57,14 +58,7 @@ def train_aicfc(digits, precision: str) -> tuple[np.ndarray, float, aicfc.Progra
 
 def train_torch_autocast(digits) -> tuple[np.ndarray, float]:
     x, y = digits
-    model = torch.nn.Sequential(
-        torch.nn.Linear(64, 128),
-        torch.nn.ReLU(),
-        torch.nn.Linear(128, 128),
-        torch.nn.ReLU(),
-        torch.nn.Linear(128, 10),
-    )
-    model.load_state_dict({k: torch.from_numpy(v) for k, v in mlp().state_dict().items()})
+    model = torch_twin(mlp())  # the same init
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     losses = []
     for i in batches(TRAIN):
