@@ -29,7 +29,12 @@ from xdsl.ir import Dialect
 from aicfc.dialects.graph.activations import *  # noqa: F403 (the activations' ops and rows)
 from aicfc.dialects.graph.activations import FORWARD_OPS
 from aicfc.dialects.graph.activations import __all__ as ACTIVATION_NAMES
-from aicfc.dialects.graph.attention import AttentionBase, CausalMaskOp, ScaledDotProductAttentionOp
+from aicfc.dialects.graph.attention import (
+    AttentionBase,
+    CausalMaskOp,
+    PackedQKVAttentionOp,
+    ScaledDotProductAttentionOp,
+)
 from aicfc.dialects.graph.attributes import ActivationAttr
 from aicfc.dialects.graph.base import BinaryElementwiseOp, GraphOp, UnaryElementwiseOp
 from aicfc.dialects.graph.elementwise import AddOp, BiasAddOp, DropoutOp, MulOp, ScaleOp, SubOp
@@ -69,6 +74,7 @@ __all__ = [
     "MatrixProductOp",
     "MseLossOp",
     "MulOp",
+    "PackedQKVAttentionOp",
     "ReduceSumOp",
     "ReshapeOp",
     "ScaleOp",
@@ -109,6 +115,7 @@ Graph = Dialect(
         AddLayerNormOp,
         CausalMaskOp,
         ScaledDotProductAttentionOp,
+        PackedQKVAttentionOp,
     ],
     [ActivationAttr],
 )
