@@ -16,11 +16,14 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
+from xdsl.context import Context
 from xdsl.ir import SSAValue
 
+from aicfc.dialects import autodiff as ad
 from aicfc.dialects import graph as g
+from aicfc.passes.aicfc_fuse import AicfcFusePass
 from aicfc.runtime.reference import REFERENCE
-from gradcheck_support import Case, Emit, gradcheck, offset
+from gradcheck_support import Case, Emit, build, compare_with_differences, expand, gradcheck, offset
 
 PACKED = [
     # (N, T, H, d, causal, dropout_p)
@@ -81,3 +84,21 @@ def test_packed_attention_is_the_layout_it_folds(n, t, h, d, causal, p) -> None:
     out, got_lse = REFERENCE[g.PackedQKVAttentionOp](*ins, num_heads=h, **kw)
     np.testing.assert_allclose(out, o.transpose(0, 2, 1, 3).reshape(n, t, h * d), rtol=1e-13)
     np.testing.assert_allclose(got_lse, lse, rtol=1e-13)
+
+
+@pytest.mark.parametrize("n,t,h,d,causal,p", PACKED, ids=IDS)
+def test_packed_attention_formed_by_aicfc_fuse(n, t, h, d, causal, p) -> None:
+    """The layout folded by aicfc-fuse before the expansion (the pipeline's order): one
+    packed gradient op, no split, transpose or concat left, gradients still right."""
+    case = Case(_inputs(n, t, h, d, p), _layout(t, h, d, causal, p), [0])
+    module = build(case, np.random.default_rng(0))
+    AicfcFusePass().apply(Context(), module)
+    module.verify()
+    kinds = {type(op) for op in module.walk()}
+    assert g.PackedQKVAttentionOp in kinds, kinds
+    assert not kinds & {g.SplitOp, g.TransposeOp, g.ScaledDotProductAttentionOp}, kinds
+    fn = expand(module)
+    kinds = {type(op) for op in fn.walk()}
+    assert ad.PackedQKVAttentionGradOp in kinds, kinds
+    assert not kinds & {g.ConcatOp, g.TransposeOp, ad.ScaledDotProductAttentionGradOp}, kinds
+    compare_with_differences(case, fn)
