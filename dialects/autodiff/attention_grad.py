@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from xdsl.dialects.builtin import I64, IntegerAttr, TensorType, i64
+from xdsl.dialects.builtin import IntegerAttr, TensorType, i64
 from xdsl.ir import SSAValue
 from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
     opt_operand_def,
-    prop_def,
     result_def,
     traits_def,
 )
@@ -20,14 +19,35 @@ from xdsl.utils.exceptions import VerifyException
 
 from aicfc.dialects.checks import verify_attention
 from aicfc.dialects.flags import OpFlag, OpInfo
-from aicfc.dialects.graph.attention import AttentionBase, verify_packed_qkv
+from aicfc.dialects.graph.attention import AttentionBase, PackedHeadsBase, verify_packed_qkv
 from aicfc.dialects.tensors import ranked, require_result
 
 F = OpFlag
 
 
+class AttentionGradBase(AttentionBase):
+    """What the attention gradient ops share: their traits (irdl includes a base class's
+    traits_def in each op) and their FLOPs."""
+
+    traits = traits_def(
+        Pure(),
+        OpInfo(
+            F.IS_BACKWARD | F.IS_FUSED | F.IS_REDUCTION,
+            differentiable=False,
+            why_not="second-order differentiation of attention is not supported",
+        ),
+    )
+
+    def flops(self) -> int:
+        """10 B H T S d for the five products q k^T (recomputing P), dout v^T, Pd^T dout,
+        dS k and dS^T q (2.5 times the forward's 4 B H T S d, as FlashAttention-2 counts
+        them), plus about 8 per score for the mask, exp, dropout and dS."""
+        b, h, t, s, d = self.attention_shape()
+        return 10 * b * h * t * s * d + 8 * b * h * t * s
+
+
 @irdl_op_definition
-class ScaledDotProductAttentionGradOp(AttentionBase):
+class ScaledDotProductAttentionGradOp(AttentionGradBase):
     """dq, dk, dv of graph.scaled_dot_product_attention, the composite of its parts with
     the probabilities recomputed from the saved row log-sum-exp (FlashAttention-2's
     backward, Dao 2023, Algorithm 2):
@@ -61,14 +81,6 @@ class ScaledDotProductAttentionGradOp(AttentionBase):
     grad_q = result_def(TensorType)
     grad_k = result_def(TensorType)
     grad_v = result_def(TensorType)
-    traits = traits_def(
-        Pure(),
-        OpInfo(
-            F.IS_BACKWARD | F.IS_FUSED | F.IS_REDUCTION,
-            differentiable=False,
-            why_not="second-order differentiation of attention is not supported",
-        ),
-    )
     assembly_format = (
         "$grad `,` $q `,` $k `,` $v `,` $out `,` $lse (`offset` $offset^)? "
         "(`causal` $causal^)? `scale` `=` $scale (`dropout_p` `=` $dropout_p^)? "
@@ -108,16 +120,9 @@ class ScaledDotProductAttentionGradOp(AttentionBase):
         require_result(self.name, self.grad_k.type, ranked(self.name, "k", self.k))
         require_result(self.name, self.grad_v.type, ranked(self.name, "v", self.v))
 
-    def flops(self) -> int:
-        """10 B H T S d for the five products q k^T (recomputing P), dout v^T, Pd^T dout,
-        dS k and dS^T q (2.5 times the forward's 4 B H T S d, as FlashAttention-2 counts
-        them), plus about 8 per score for the mask, exp, dropout and dS."""
-        b, h, t, s, d = self.attention_shape()
-        return 10 * b * h * t * s * d + 8 * b * h * t * s
-
 
 @irdl_op_definition
-class PackedQKVAttentionGradOp(AttentionBase):
+class PackedQKVAttentionGradOp(PackedHeadsBase, AttentionGradBase):
     """dqkv of graph.packed_qkv_attention: scaled_dot_product_attention_grad's dq, dk, dv
     of the heads (the same math), written straight into the packed layout of qkv, i.e.
     concat([merge(dq), merge(dk), merge(dv)], axis=-1) with merge(x) = reshape(transpose(
@@ -141,15 +146,7 @@ class PackedQKVAttentionGradOp(AttentionBase):
     lse = operand_def(TensorType)
     offset = opt_operand_def(TensorType)
     grad_qkv = result_def(TensorType)
-    num_heads = prop_def(IntegerAttr[I64])
-    traits = traits_def(
-        Pure(),
-        OpInfo(
-            F.IS_BACKWARD | F.IS_FUSED | F.IS_REDUCTION,
-            differentiable=False,
-            why_not="second-order differentiation of attention is not supported",
-        ),
-    )
+    QKV_OPERAND: ClassVar[int] = 1
     assembly_format = (
         "$grad `,` $qkv `,` $out `,` $lse (`offset` $offset^)? `heads` `=` $num_heads "
         "(`causal` $causal^)? `scale` `=` $scale (`dropout_p` `=` $dropout_p^)? "
@@ -177,15 +174,6 @@ class PackedQKVAttentionGradOp(AttentionBase):
             properties={**props, "num_heads": IntegerAttr(num_heads, i64)},
         )
 
-    @property
-    def heads(self) -> int:
-        return int(self.num_heads.value.data)
-
-    def attention_shape(self) -> tuple[int, int, int, int, int]:
-        """(N, H, T, T, d) of qkv [N, T, 3 H d]."""
-        n, t, d3 = ranked(self.name, "qkv", self.qkv).get_shape()
-        return n, self.heads, t, t, d3 // (3 * self.heads)
-
     def verify_(self) -> None:
         out, lse = verify_packed_qkv(self.name, self.qkv, self.heads)
         self.verify_properties(self.offset)
@@ -195,8 +183,3 @@ class PackedQKVAttentionGradOp(AttentionBase):
         if ranked(self.name, "lse", self.lse) != lse:
             raise VerifyException(f"{self.name}: lse must be {lse}, got {self.lse.type}")
         require_result(self.name, self.grad_qkv.type, ranked(self.name, "qkv", self.qkv))
-
-    def flops(self) -> int:
-        """scaled_dot_product_attention_grad's: 10 N H T^2 d + 8 N H T^2."""
-        b, h, t, s, d = self.attention_shape()
-        return 10 * b * h * t * s * d + 8 * b * h * t * s

@@ -170,8 +170,45 @@ class AttentionBase(AicfcOp):
         verify_attention_properties(self.name, offset, self.scale_value, self.p, seed_without_p)
 
 
+class PackedHeadsBase(AttentionBase):
+    """The head count of the packed attention ops, whose qkv operand (operand QKV_OPERAND)
+    is [N, T, 3 H d]."""
+
+    QKV_OPERAND: ClassVar[int] = 0
+    num_heads = prop_def(IntegerAttr[I64])
+
+    @property
+    def heads(self) -> int:
+        return int(self.num_heads.value.data)
+
+    def attention_shape(self) -> tuple[int, int, int, int, int]:
+        """(N, H, T, T, d) of qkv [N, T, 3 H d]."""
+        n, t, d3 = ranked(self.name, "qkv", self.operands[self.QKV_OPERAND]).get_shape()
+        return n, self.heads, t, t, d3 // (3 * self.heads)
+
+
+class AttentionForwardBase(GraphOp, AttentionBase):
+    """What the forward attention ops share: stochastic only with dropout, their FLOPs,
+    and no gradient through the lse result (result 1)."""
+
+    def semantic_flags(self) -> OpFlag:
+        f = super().semantic_flags()
+        return f if self.p > 0 else f & ~F.IS_STOCHASTIC
+
+    def flops(self) -> int:
+        """4 B H T S d for the two products (q k^T and P v; 4 B H T^2 d when S = T), plus
+        about 5 per score for the scale, mask, softmax and dropout."""
+        b, h, t, s, d = self.attention_shape()
+        return 4 * b * h * t * s * d + 5 * b * h * t * s
+
+    def why_not_differentiable(self) -> str | None:
+        if statistics_used((self.results[1],)):
+            return LSE_NOT_DIFFERENTIABLE
+        return super().why_not_differentiable()
+
+
 @irdl_op_definition
-class ScaledDotProductAttentionOp(GraphOp, AttentionBase):
+class ScaledDotProductAttentionOp(AttentionForwardBase):
     """out = dropout(softmax(scale q k^T [causal mask])) v, and the row log-sum-exp.
 
     torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal,
@@ -228,31 +265,15 @@ class ScaledDotProductAttentionOp(GraphOp, AttentionBase):
             properties=self.attention_properties(shape[-1], causal, scale, dropout_p, seed),
         )
 
-    def semantic_flags(self) -> OpFlag:
-        # stochastic only with dropout
-        f = super().semantic_flags()
-        return f if self.p > 0 else f & ~F.IS_STOCHASTIC
-
     def verify_(self) -> None:
         qt, lse = verify_attention(self.name, self.q, self.k, self.v)
         self.verify_properties(self.offset)
         require_result(self.name, self.result.type, qt)
         require_result(self.name, self.lse.type, lse)
 
-    def flops(self) -> int:
-        """4 B H T S d for the two products (q k^T and P v; 4 B H T^2 d when S = T), plus
-        about 5 per score for the scale, mask, softmax and dropout."""
-        b, h, t, s, d = self.attention_shape()
-        return 4 * b * h * t * s * d + 5 * b * h * t * s
-
-    def why_not_differentiable(self) -> str | None:
-        if statistics_used((self.lse,)):
-            return LSE_NOT_DIFFERENTIABLE
-        return super().why_not_differentiable()
-
 
 @irdl_op_definition
-class PackedQKVAttentionOp(GraphOp, AttentionBase):
+class PackedQKVAttentionOp(PackedHeadsBase, AttentionForwardBase):
     """graph.scaled_dot_product_attention on the heads of a packed projection, in place.
 
     qkv [N, T, 3D] holds q, k, v at columns [0, D), [D, 2D), [2D, 3D) and head h of each
@@ -279,7 +300,6 @@ class PackedQKVAttentionOp(GraphOp, AttentionBase):
     offset = opt_operand_def(TensorType)
     result = result_def(TensorType)
     lse = result_def(TensorType)
-    num_heads = prop_def(IntegerAttr[I64])
     traits = traits_def(
         Pure(),
         OpInfo(F.IS_FUSED | F.IS_REDUCTION | F.COLLAPSES_INFO | F.IS_STOCHASTIC),
@@ -313,35 +333,11 @@ class PackedQKVAttentionOp(GraphOp, AttentionBase):
             properties={**props, "num_heads": IntegerAttr(num_heads, i64)},
         )
 
-    @property
-    def heads(self) -> int:
-        return int(self.num_heads.value.data)
-
-    def attention_shape(self) -> tuple[int, int, int, int, int]:
-        """(N, H, T, T, d) of qkv [N, T, 3 H d]."""
-        n, t, d3 = ranked(self.name, "qkv", self.qkv).get_shape()
-        return n, self.heads, t, t, d3 // (3 * self.heads)
-
-    def semantic_flags(self) -> OpFlag:
-        # stochastic only with dropout
-        f = super().semantic_flags()
-        return f if self.p > 0 else f & ~F.IS_STOCHASTIC
-
     def verify_(self) -> None:
         out, lse = verify_packed_qkv(self.name, self.qkv, self.heads)
         self.verify_properties(self.offset)
         require_result(self.name, self.result.type, out)
         require_result(self.name, self.lse.type, lse)
-
-    def flops(self) -> int:
-        """scaled_dot_product_attention's: 4 N H T^2 d + 5 N H T^2."""
-        b, h, t, s, d = self.attention_shape()
-        return 4 * b * h * t * s * d + 5 * b * h * t * s
-
-    def why_not_differentiable(self) -> str | None:
-        if statistics_used((self.lse,)):
-            return LSE_NOT_DIFFERENTIABLE
-        return super().why_not_differentiable()
 
 
 def verify_packed_qkv(

@@ -12,13 +12,12 @@ The emulated tests (test_packed_attention_kernels_emulated.py) cover the small s
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 
-from aicfc.runtime import reference, registry
+from aicfc.runtime import reference
 from gpu.gpu_support import F32_TOL, gpu, rel_err
+from gpu.test_transformer_kernels_gpu import bind, run
 
 pytestmark = gpu
 
@@ -41,23 +40,6 @@ def names(kind: str, d: int) -> tuple[str, str]:
     return ("cuda.packed_qkv_attention_rows_f32", "cuda.packed_qkv_attention_grad_rows_f32")
 
 
-def bind(kernel: str, ins: list[Any], outs: list[Any], params: dict[str, Any]) -> Any:
-    from aicfc.runtime.cuda.context import DeviceContext
-    from aicfc.runtime.cuda.launch import launches_for
-
-    return launches_for(registry.get(kernel), ins, outs, params, DeviceContext())
-
-
-def run(launches: Any) -> None:
-    import cupy
-
-    cupy.cuda.Device().synchronize()  # the inputs were filled on the null stream
-    stream = cupy.cuda.Stream(non_blocking=True)
-    for la in launches:
-        la(stream)
-    stream.synchronize()
-
-
 @pytest.mark.parametrize(
     ("kind", "n", "t", "heads", "d", "causal", "p"),
     CASES,
@@ -78,7 +60,7 @@ def test_packed_attention_matches_the_numpy_reference(kind, n, t, heads, d, caus
     qkv_d, dout_d, off_d = cupy.asarray(qkv), cupy.asarray(dout), cupy.asarray(off)
     out = cupy.full((n, t, width), np.nan, np.float32)
     lse = cupy.full((n, heads, t), np.nan, np.float32)
-    run(bind(fwd, [qkv_d, off_d] if p else [qkv_d], [out, lse], params))
+    run(bind(fwd, [qkv_d, off_d] if p else [qkv_d], [out, lse], params)[0])
     kw = dict(params)
     ref_out, ref_lse = reference.packed_qkv_attention(
         qkv.astype(np.float64), off if p else None, **kw
@@ -87,7 +69,7 @@ def test_packed_attention_matches_the_numpy_reference(kind, n, t, heads, d, caus
     assert rel_err(cupy.asnumpy(lse), ref_lse) < TOL
     dqkv = cupy.full(qkv.shape, np.nan, np.float32)
     ins = [dout_d, qkv_d, out, lse] + ([off_d] if p else [])
-    launches = bind(bwd, ins, [dqkv], params)
+    launches, _ = bind(bwd, ins, [dqkv], params)
     run(launches)
     first = dqkv.copy()
     run(launches)
