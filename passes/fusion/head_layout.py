@@ -126,17 +126,19 @@ class ReadsPackedHeads:
 
 
 @dataclass(frozen=True)
-class MergesHeads:
-    """The head layout's part `part` on the way back ([N, H, T, d] -> [N, T, D]):
-    "transpose" swaps heads and time, "reshape" merges the last two dims [N, T, H, d]
-    into [N, T, H d]."""
-
-    part: str
+class SwapsHeadsAndTime:
+    """The head layout's transpose: [N, H, T, d] <-> [N, T, H, d] (HEADS_PERM)."""
 
     def holds(self, op: Operation) -> bool:
-        if type(op) is not HEAD_LAYOUT[self.part] or not op.operands:
+        return _is_heads_transpose(op)
+
+
+@dataclass(frozen=True)
+class MergesHeads:
+    """The head layout's reshape back: [N, T, H, d] -> [N, T, H d]."""
+
+    def holds(self, op: Operation) -> bool:
+        if type(op) is not HEAD_LAYOUT["reshape"] or not op.operands:
             return False
-        if self.part == "transpose":
-            return _is_heads_transpose(op)
         x, y = shape_of(op.operands[0].type), shape_of(op.results[0].type)
         return len(x) == 4 and y == (x[0], x[1], x[2] * x[3])

@@ -62,7 +62,12 @@ from aicfc.passes.fusion.constraints import (
     ResultRank,
     SumsLeadingAxes,
 )
-from aicfc.passes.fusion.head_layout import MergesHeads, ReadsPackedHeads, packed_heads
+from aicfc.passes.fusion.head_layout import (
+    MergesHeads,
+    ReadsPackedHeads,
+    SwapsHeadsAndTime,
+    packed_heads,
+)
 from aicfc.passes.fusion.matcher import Built, FusionPattern, Match, Step
 
 F = OpFlag
@@ -344,8 +349,8 @@ PACKED_QKV_ATTENTION = FusionPattern(
             stochastic=True,
             constraints=(ReadsPackedHeads(),),
         ),
-        Step(F.IS_LAYOUT, forbidden=F.IS_FUSED, constraints=(MergesHeads("transpose"),)),
-        Step(F.IS_LAYOUT, forbidden=F.IS_FUSED, constraints=(MergesHeads("reshape"),)),
+        Step(F.IS_LAYOUT, forbidden=F.IS_FUSED, constraints=(SwapsHeadsAndTime(),)),
+        Step(F.IS_LAYOUT, forbidden=F.IS_FUSED, constraints=(MergesHeads(),)),
     ),
     builder=build_packed_qkv_attention,
     fused_op=PackedQKVAttentionOp,

@@ -108,3 +108,40 @@ func.func @dont_fuse_packed_without_merge(%qkv: tensor<1x4x24xf32>) -> tensor<1x
   %o, %lse = graph.scaled_dot_product_attention %qh, %kh, %vh causal scale = 0.5 : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4xf32>)
   func.return %o : tensor<1x2x4x4xf32>
 }
+
+// q from one projection, k and v from another (two splits): no single packed operand.
+// CHECK-LABEL: func.func @dont_fuse_packed_two_projections
+// CHECK: graph.scaled_dot_product_attention %qh, %kh, %vh
+// CHECK-NOT: graph.packed_qkv_attention
+func.func @dont_fuse_packed_two_projections(%a: tensor<1x4x24xf32>, %b: tensor<1x4x24xf32>) -> tensor<1x4x8xf32> {
+  %q, %k0, %v0 = graph.split %a axis = 2 sizes = [8, 8, 8] : tensor<1x4x24xf32> -> (tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>)
+  %q0, %k, %v = graph.split %b axis = 2 sizes = [8, 8, 8] : tensor<1x4x24xf32> -> (tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>)
+  %q4 = graph.reshape %q : tensor<1x4x8xf32> -> tensor<1x4x2x4xf32>
+  %qh = graph.transpose %q4 perm = [0, 2, 1, 3] : tensor<1x4x2x4xf32> -> tensor<1x2x4x4xf32>
+  %k4 = graph.reshape %k : tensor<1x4x8xf32> -> tensor<1x4x2x4xf32>
+  %kh = graph.transpose %k4 perm = [0, 2, 1, 3] : tensor<1x4x2x4xf32> -> tensor<1x2x4x4xf32>
+  %v4 = graph.reshape %v : tensor<1x4x8xf32> -> tensor<1x4x2x4xf32>
+  %vh = graph.transpose %v4 perm = [0, 2, 1, 3] : tensor<1x4x2x4xf32> -> tensor<1x2x4x4xf32>
+  %o, %lse = graph.scaled_dot_product_attention %qh, %kh, %vh causal scale = 0.5 : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4xf32>)
+  %ot = graph.transpose %o perm = [0, 2, 1, 3] : tensor<1x2x4x4xf32> -> tensor<1x4x2x4xf32>
+  %y = graph.reshape %ot : tensor<1x4x2x4xf32> -> tensor<1x4x8xf32>
+  func.return %y : tensor<1x4x8xf32>
+}
+
+// The merge transposes with another permutation ([N, H, d, T] is not the heads merged).
+// CHECK-LABEL: func.func @dont_fuse_packed_other_merge
+// CHECK: graph.scaled_dot_product_attention %qh, %kh, %vh
+// CHECK-NOT: graph.packed_qkv_attention
+func.func @dont_fuse_packed_other_merge(%qkv: tensor<1x4x24xf32>) -> tensor<1x2x16xf32> {
+  %q, %k, %v = graph.split %qkv axis = 2 sizes = [8, 8, 8] : tensor<1x4x24xf32> -> (tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>)
+  %q4 = graph.reshape %q : tensor<1x4x8xf32> -> tensor<1x4x2x4xf32>
+  %qh = graph.transpose %q4 perm = [0, 2, 1, 3] : tensor<1x4x2x4xf32> -> tensor<1x2x4x4xf32>
+  %k4 = graph.reshape %k : tensor<1x4x8xf32> -> tensor<1x4x2x4xf32>
+  %kh = graph.transpose %k4 perm = [0, 2, 1, 3] : tensor<1x4x2x4xf32> -> tensor<1x2x4x4xf32>
+  %v4 = graph.reshape %v : tensor<1x4x8xf32> -> tensor<1x4x2x4xf32>
+  %vh = graph.transpose %v4 perm = [0, 2, 1, 3] : tensor<1x4x2x4xf32> -> tensor<1x2x4x4xf32>
+  %o, %lse = graph.scaled_dot_product_attention %qh, %kh, %vh causal scale = 0.5 : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4xf32>)
+  %ot = graph.transpose %o perm = [0, 1, 3, 2] : tensor<1x2x4x4xf32> -> tensor<1x2x4x4xf32>
+  %y = graph.reshape %ot : tensor<1x2x4x4xf32> -> tensor<1x2x16xf32>
+  func.return %y : tensor<1x2x16xf32>
+}
