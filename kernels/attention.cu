@@ -43,6 +43,16 @@
 //         int32 BH, int32 T, float scale, int32 causal, double p, int64 seed).
 //   Grid: (BH, ceil(T / 64)); 128 threads (d = 32, 64) or 256 (d = 128). Dynamic shared
 //   memory: 4 (4 x 64 d + 2 x 64 x 64 + 128) bytes (65, 97, 161 KB).
+// aicfc_attention_{fwd,bwd}_packed_f32_d{32,64,128}: the same on the heads of a packed
+//   projection, read and written in place (attention_layout.cuh): qkv [N, T, 3D] with q,
+//   k, v at columns 0, D, 2D and head h at h d within each (D = H d); out, dout [N, T, D];
+//   dqkv [N, T, 3D] laid out as qkv; lse, D [N H, T] as above (BH = N H).
+//   ABI: (qkv, offset|null, out, lse, int32 BH, int32 H, int32 T, float scale,
+//         int32 causal, double p, int64 seed) and (qkv, dout, lse, offset|null, dqkv,
+//         workspace, int32 BH, int32 H, int32 T, float scale, int32 causal, double p,
+//         int64 seed); grid, threads and shared memory as the plain kernels'.
+// aicfc_attention_bwd_delta_packed_f32: the pre-pass over out, dout [N, T, H d].
+//   ABI: (out, dout, workspace, int32 rows (N H T), int32 d, int32 H, int32 T).
 //
 // Tiles: 64 queries x 64 keys. A thread holds a 4 x (64 / TX) block of a score tile
 // (rows 4 ty + r, columns in groups of 4 consecutive ones, 4 TX apart, so one Philox
@@ -52,6 +62,7 @@
 // read one chunk of 8 rows 4 apart, or 8 chunks of one row, hit 8 bank groups: the
 // inner products read shared memory without bank conflicts. fp32 arithmetic (FFMA); a
 // TF32 tensor-core variant (mma.sync m16n8k8) is the follow-up.
+#include "attention_layout.cuh"
 #include "common.cuh"
 #include "philox.cuh"
 
@@ -75,17 +86,18 @@ __device__ __forceinline__ int swz(int row, int chunk) {
   return row * W + ((chunk ^ ((row >> 2) & 7)) << 2);
 }
 
-// Rows [r0, r0 + 64) of a [T, D] matrix into a swizzled tile; rows from T on are zero.
+// Rows [r0, r0 + 64) of a [T, D] matrix (rows rs floats apart) into a swizzled tile; rows
+// from T on are zero.
 template <int D, int NT>
 __device__ __forceinline__ void load_tile(float* tile, const float* __restrict__ g, int r0,
-                                          int T) {
+                                          int T, int rs) {
   constexpr int CH = D / 4;
 #pragma unroll
   for (int k = 0; k < kTile * CH / NT; ++k) {
     int i = (int)threadIdx.x + k * NT;
     int row = i / CH, ch = i % CH;
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (r0 + row < T) v = __ldg(reinterpret_cast<const float4*>(g + (size_t)(r0 + row) * D) + ch);
+    if (r0 + row < T) v = __ldg(reinterpret_cast<const float4*>(g + (size_t)(r0 + row) * rs) + ch);
     st4(tile + swz<D>(row, ch), v);
   }
 }
@@ -181,15 +193,15 @@ __device__ __forceinline__ void store_pt(float* Pt, const float vals[4][kTile / 
     st4(Pt + pl.col(n) * kTile + c, make_float4(vals[0][n], vals[1][n], vals[2][n], vals[3][n]));
 }
 
-// Rows row0 + r (those below T) of a [T, D] matrix at g = the thread's output block
-// acc[r][m] (columns ocol(m)) times mul[r].
+// Rows row0 + r (those below T) of a [T, D] matrix at g (rows rs floats apart) = the
+// thread's output block acc[r][m] (columns ocol(m)) times mul[r].
 template <int D, int TX>
 __device__ __forceinline__ void store_rows(float* g, int row0, int T, const float acc[4][D / TX],
-                                           const float mul[4], const Place<TX>& pl) {
+                                           const float mul[4], const Place<TX>& pl, int rs) {
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
     if (row0 + r >= T) continue;
-    float* row = g + (size_t)(row0 + r) * D + pl.tx * 4;
+    float* row = g + (size_t)(row0 + r) * rs + pl.tx * 4;
 #pragma unroll
     for (int c = 0; c < D / TX; c += 4)
       st4(row + c / 4 * 4 * TX, make_float4(acc[r][c] * mul[r], acc[r][c + 1] * mul[r],
@@ -251,7 +263,8 @@ template <int D>
 __device__ void attention_fwd(const float* __restrict__ q, const float* __restrict__ k,
                               const float* __restrict__ v, const int64_t* offset,
                               float* __restrict__ out, float* __restrict__ lse, int T,
-                              float scale, int causal, double p, int64_t seed) {
+                              float scale, int causal, double p, int64_t seed,
+                              const aicfc::Heads& in, const aicfc::Heads& og) {
   constexpr int TX = 8, NT = 16 * TX, SC = kTile / TX, OC = D / TX;
   AICFC_DYNAMIC_SHARED(float, smem);
   float* Qs = smem;
@@ -262,9 +275,9 @@ __device__ void attention_fwd(const float* __restrict__ q, const float* __restri
   const Dropout drop(offset, p, seed);
   const int bh = (int)blockIdx.x;
   const int q0 = ((int)gridDim.y - 1 - (int)blockIdx.y) * kTile;
-  const size_t base = (size_t)bh * T * D;
+  const size_t base = in.base(bh);
   const float sl2 = scale * kLog2e;
-  load_tile<D, NT>(Qs, q + base, q0, T);
+  load_tile<D, NT>(Qs, q + base, q0, T, in.rs);
   float m[4], l[4], o[4][OC];
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
@@ -276,8 +289,8 @@ __device__ void attention_fwd(const float* __restrict__ q, const float* __restri
   const int kv_end = causal ? min(T, q0 + kTile) : T;
   for (int k0 = 0; k0 < kv_end; k0 += kTile) {
     __syncthreads();  // Qs is in; the previous tile's readers of Ks, Vs, Pt are done
-    load_tile<D, NT>(Ks, k + base, k0, T);
-    load_tile<D, NT>(Vs, v + base, k0, T);
+    load_tile<D, NT>(Ks, k + base, k0, T, in.rs);
+    load_tile<D, NT>(Vs, v + base, k0, T, in.rs);
     __syncthreads();
     float s[4][SC];
     mm_abt<D, TX>(Qs, Ks, s, pl);
@@ -331,7 +344,7 @@ __device__ void attention_fwd(const float* __restrict__ q, const float* __restri
     const int i = q0 + pl.ty * 4 + r;
     if (i < T && pl.tx == 0) lse[(size_t)bh * T + i] = (m[r] + log2f(lt)) * kLn2;
   }
-  store_rows<D, TX>(out + base, q0 + pl.ty * 4, T, o, inv, pl);
+  store_rows<D, TX>(out + og.base(bh), q0 + pl.ty * 4, T, o, inv, pl, og.rs);
 }
 
 template <int D>
@@ -340,7 +353,8 @@ __device__ void attention_bwd(const float* __restrict__ q, const float* __restri
                               const float* __restrict__ lse, const int64_t* offset,
                               float* __restrict__ dq, float* __restrict__ dk,
                               float* __restrict__ dv, const float* __restrict__ delta, int T,
-                              float scale, int causal, double p, int64_t seed) {
+                              float scale, int causal, double p, int64_t seed,
+                              const aicfc::Heads& in, const aicfc::Heads& og) {
   constexpr int TX = D == 128 ? 16 : 8, NT = 16 * TX, SC = kTile / TX, OC = D / TX;
   AICFC_DYNAMIC_SHARED(float, smem);
   float* Ks = smem;
@@ -354,15 +368,16 @@ __device__ void attention_bwd(const float* __restrict__ q, const float* __restri
   const Place<TX> pl;
   const Dropout drop(offset, p, seed);
   const int bh = (int)blockIdx.x, t = (int)blockIdx.y, nt = (int)gridDim.y;
-  const size_t base = (size_t)bh * T * D;
+  const size_t base = in.base(bh), obase = og.base(bh);  // q, k, v, dq, dk, dv; dout
+  const int rs = in.rs, ors = og.rs;
   const float* lse_bh = lse + (size_t)bh * T;
   const float* dl_bh = delta + (size_t)bh * T;
   const float sl2 = scale * kLog2e;
 
   // Phase 1: dk, dv of key tile t (rows j = k0 + 4 ty + r), over the query tiles.
   const int k0 = t * kTile;
-  load_tile<D, NT>(Ks, k + base, k0, T);
-  load_tile<D, NT>(Vs, v + base, k0, T);
+  load_tile<D, NT>(Ks, k + base, k0, T, rs);
+  load_tile<D, NT>(Vs, v + base, k0, T, rs);
   float dka[4][OC], dva[4][OC];
 #pragma unroll
   for (int r = 0; r < 4; ++r)
@@ -371,8 +386,8 @@ __device__ void attention_bwd(const float* __restrict__ q, const float* __restri
   for (int qt = causal ? t : 0; qt < nt; ++qt) {
     const int q0 = qt * kTile;
     __syncthreads();  // the previous tile's readers of Qs, dOs, Ps, dSs, lse_s, dl_s are done
-    load_tile<D, NT>(Qs, q + base, q0, T);
-    load_tile<D, NT>(dOs, dout + base, q0, T);
+    load_tile<D, NT>(Qs, q + base, q0, T, rs);
+    load_tile<D, NT>(dOs, dout + obase, q0, T, ors);
     load_vec(lse_s, lse_bh, q0, T);
     load_vec(dl_s, dl_bh, q0, T);
     __syncthreads();
@@ -406,14 +421,14 @@ __device__ void attention_bwd(const float* __restrict__ q, const float* __restri
     mm_pv<D, TX>(dSs, Qs, dka, pl);
   }
   const float ones[4] = {1.0f, 1.0f, 1.0f, 1.0f}, scales[4] = {scale, scale, scale, scale};
-  store_rows<D, TX>(dv + base, k0 + pl.ty * 4, T, dva, ones, pl);
-  store_rows<D, TX>(dk + base, k0 + pl.ty * 4, T, dka, scales, pl);
+  store_rows<D, TX>(dv + base, k0 + pl.ty * 4, T, dva, ones, pl, rs);
+  store_rows<D, TX>(dk + base, k0 + pl.ty * 4, T, dka, scales, pl, rs);
 
   // Phase 2: dq of query tile t (rows i = q0 + 4 ty + r), over the key tiles.
   const int q0 = t * kTile;
   __syncthreads();  // phase 1's readers of Qs and dOs are done
-  load_tile<D, NT>(Qs, q + base, q0, T);
-  load_tile<D, NT>(dOs, dout + base, q0, T);
+  load_tile<D, NT>(Qs, q + base, q0, T, rs);
+  load_tile<D, NT>(dOs, dout + obase, q0, T, ors);
   float lse2[4], dl[4], dqa[4][OC];
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
@@ -426,8 +441,8 @@ __device__ void attention_bwd(const float* __restrict__ q, const float* __restri
   const int kv_end = causal ? min(T, q0 + kTile) : T;
   for (int kk0 = 0; kk0 < kv_end; kk0 += kTile) {
     __syncthreads();  // Qs, dOs are in; the previous tile's readers of Ks, Vs, dSs are done
-    load_tile<D, NT>(Ks, k + base, kk0, T);
-    load_tile<D, NT>(Vs, v + base, kk0, T);
+    load_tile<D, NT>(Ks, k + base, kk0, T, rs);
+    load_tile<D, NT>(Vs, v + base, kk0, T, rs);
     __syncthreads();
     float s[4][SC], dp[4][SC];  // S and dout v^T: rows i, columns j = kk0 + col(n)
     mm_abt<D, TX>(Qs, Ks, s, pl);
@@ -451,26 +466,67 @@ __device__ void attention_bwd(const float* __restrict__ q, const float* __restri
     __syncthreads();
     mm_pv<D, TX>(dSs, Ks, dqa, pl);
   }
-  store_rows<D, TX>(dq + base, q0 + pl.ty * 4, T, dqa, scales, pl);
+  store_rows<D, TX>(dq + base, q0 + pl.ty * 4, T, dqa, scales, pl, rs);
+}
+
+// D of row bh T + i, whose d floats lie at `og.at(bh, i)` of out and dout.
+__device__ __forceinline__ void attention_delta(const float* out, const float* dout,
+                                                float* workspace, int rows, int d, int T,
+                                                const aicfc::Heads& og) {
+  const int lanes = d / 4;  // 8, 16 or 32: a row's float4s, within one warp
+  const int row = (int)(blockIdx.x * (blockDim.x / lanes) + threadIdx.x / lanes);
+  const int c = (int)(threadIdx.x % lanes) * 4;
+  float s = 0.0f;
+  if (row < rows) {
+    const size_t at = og.at(row / T, row % T) + c;
+    float4 a = __ldg(reinterpret_cast<const float4*>(out + at));
+    float4 b = __ldg(reinterpret_cast<const float4*>(dout + at));
+    s = a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+  }
+  for (int off = lanes / 2; off > 0; off >>= 1) s += __shfl_xor_sync(kFull, s, off);
+  if (row < rows && threadIdx.x % lanes == 0) workspace[row] = s;
 }
 
 }  // namespace
 
 // Minimum blocks per multiprocessor in __launch_bounds__: as many as the shared memory
 // admits (228 KB a multiprocessor), so registers do not lower the occupancy further.
+// The packed entries take q, k, v at column offsets 0, D, 2D of qkv [N, T, 3D] (D = H d)
+// and out, dout [N, T, D]; dq, dk, dv go to the same offsets of dqkv [N, T, 3D].
 #define AICFC_ATTENTION(D, FWD_BLOCKS, BWD_THREADS, BWD_BLOCKS)                                \
   extern "C" __global__ void __launch_bounds__(128, FWD_BLOCKS) aicfc_attention_fwd_f32_d##D( \
       const float* q, const float* k, const float* v, const int64_t* offset, float* out,       \
       float* lse, int32_t BH, int32_t T, float scale, int32_t causal, double p, int64_t seed) { \
-    attention_fwd<D>(q, k, v, offset, out, lse, T, scale, causal, p, seed);                    \
+    const aicfc::Heads h = aicfc::Heads::plain(T, D);                                          \
+    attention_fwd<D>(q, k, v, offset, out, lse, T, scale, causal, p, seed, h, h);              \
   }                                                                                            \
   extern "C" __global__ void __launch_bounds__(BWD_THREADS, BWD_BLOCKS)                        \
       aicfc_attention_bwd_f32_d##D(                                                            \
       const float* q, const float* k, const float* v, const float* dout, const float* lse,     \
       const int64_t* offset, float* dq, float* dk, float* dv, const float* workspace,          \
       int32_t BH, int32_t T, float scale, int32_t causal, double p, int64_t seed) {            \
+    const aicfc::Heads h = aicfc::Heads::plain(T, D);                                          \
     attention_bwd<D>(q, k, v, dout, lse, offset, dq, dk, dv, workspace, T, scale, causal, p,   \
-                     seed);                                                                    \
+                     seed, h, h);                                                              \
+  }                                                                                            \
+  extern "C" __global__ void __launch_bounds__(128, FWD_BLOCKS)                                \
+      aicfc_attention_fwd_packed_f32_d##D(const float* qkv, const int64_t* offset, float* out, \
+                                          float* lse, int32_t BH, int32_t H, int32_t T,        \
+                                          float scale, int32_t causal, double p,               \
+                                          int64_t seed) {                                      \
+    const int E = H * D;                                                                       \
+    attention_fwd<D>(qkv, qkv + E, qkv + 2 * E, offset, out, lse, T, scale, causal, p, seed,   \
+                     aicfc::Heads::packed(H, T, D, 3 * E), aicfc::Heads::packed(H, T, D, E));  \
+  }                                                                                            \
+  extern "C" __global__ void __launch_bounds__(BWD_THREADS, BWD_BLOCKS)                        \
+      aicfc_attention_bwd_packed_f32_d##D(                                                     \
+      const float* qkv, const float* dout, const float* lse, const int64_t* offset,            \
+      float* dqkv, const float* workspace, int32_t BH, int32_t H, int32_t T, float scale,      \
+      int32_t causal, double p, int64_t seed) {                                                \
+    const int E = H * D;                                                                       \
+    attention_bwd<D>(qkv, qkv + E, qkv + 2 * E, dout, lse, offset, dqkv, dqkv + E,             \
+                     dqkv + 2 * E, workspace, T, scale, causal, p, seed,                       \
+                     aicfc::Heads::packed(H, T, D, 3 * E), aicfc::Heads::packed(H, T, D, E));  \
   }
 
 AICFC_ATTENTION(32, 4, 128, 2)
@@ -481,15 +537,12 @@ AICFC_ATTENTION(128, 2, 256, 1)
 extern "C" __global__ void __launch_bounds__(256)
     aicfc_attention_bwd_delta_f32(const float* out, const float* dout, float* workspace,
                                   int32_t rows, int32_t d) {
-  const int lanes = d / 4;  // 8, 16 or 32: a row's float4s, within one warp
-  const int row = (int)(blockIdx.x * (blockDim.x / lanes) + threadIdx.x / lanes);
-  const int c = (int)(threadIdx.x % lanes) * 4;
-  float s = 0.0f;
-  if (row < rows) {
-    float4 a = __ldg(reinterpret_cast<const float4*>(out + (size_t)row * d + c));
-    float4 b = __ldg(reinterpret_cast<const float4*>(dout + (size_t)row * d + c));
-    s = a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
-  }
-  for (int off = lanes / 2; off > 0; off >>= 1) s += __shfl_xor_sync(kFull, s, off);
-  if (row < rows && threadIdx.x % lanes == 0) workspace[row] = s;
+  attention_delta(out, dout, workspace, rows, d, rows, aicfc::Heads::plain(rows, d));
+}
+
+// The same over out, dout [N, T, H d] (heads merged); D in the order (n H + h) T + i.
+extern "C" __global__ void __launch_bounds__(256)
+    aicfc_attention_bwd_delta_packed_f32(const float* out, const float* dout, float* workspace,
+                                         int32_t rows, int32_t d, int32_t H, int32_t T) {
+  attention_delta(out, dout, workspace, rows, d, T, aicfc::Heads::packed(H, T, d, H * d));
 }

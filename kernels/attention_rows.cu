@@ -33,10 +33,19 @@
 //   kernel on the same stream.
 //   ABI: (q, k, v, dout, lse, offset|null, dk, dv, workspace, int32 BH, int32 T,
 //         int32 S, int32 d, float scale, int32 causal, double p, int64 seed).
+// aicfc_attention_rows_{fwd,bwd_dq,bwd_dkdv}_packed_f32: the same (S = T) on the heads of
+//   a packed projection in place (attention_layout.cuh): qkv [N, T, 3D] (q, k, v at
+//   columns 0, D, 2D, head h at h d within each, D = H d), out and dout [N, T, D], dqkv
+//   [N, T, 3D] laid out as qkv; lse, Delta [N H, T]; BH = N H.
+//   ABI: (qkv, offset|null, out, lse, int32 BH, int32 H, int32 T, int32 d, float scale,
+//         int32 causal, double p, int64 seed); (qkv, dout, out, lse, offset|null, dqkv,
+//         workspace, <the same scalars>); (qkv, dout, lse, offset|null, dqkv, workspace,
+//         <the same scalars>).
 // Grid: (BH, ceil(rows / 8)) with rows = T (forward, dq) or S (dk, dv); 256 threads.
 //
 // Every output row is written by one warp, summing in a fixed order, with no atomics:
 // deterministic, bit-identical from run to run. fp32 arithmetic.
+#include "attention_layout.cuh"
 #include "common.cuh"
 #include "philox.cuh"
 
@@ -86,26 +95,28 @@ struct Keep {
 
 __device__ __forceinline__ float bcast(float v, int src) { return __shfl_sync(kFull, v, src); }
 
-}  // namespace
-
-extern "C" __global__ void __launch_bounds__(256)
-    aicfc_attention_rows_fwd_f32(const float* q, const float* k, const float* v,
-                                 const int64_t* offset, float* out, float* lse, int32_t BH,
-                                 int32_t T, int32_t S, int32_t d, float scale, int32_t causal,
-                                 double p, int64_t seed) {
+// The kernels' bodies: the rows of q and dq at ql.at(bh, i), of k, v, dk, dv at
+// kl.at(bh, j), of out and dout at ol.at(bh, i) (attention_layout.cuh: plain [BH, T, d]
+// and [BH, S, d], or the heads of packed qkv and out).
+__device__ __forceinline__ void rows_fwd(const float* q, const float* k, const float* v,
+                                         const int64_t* offset, float* out, float* lse, int T,
+                                         int S, int d, float scale, int causal, double p,
+                                         int64_t seed, const aicfc::Heads& ql,
+                                         const aicfc::Heads& kl, const aicfc::Heads& ol) {
   __shared__ float qs[kWarps][kMaxD];
   const int lane = (int)(threadIdx.x & 31), w = (int)(threadIdx.x >> 5);
   const int bh = (int)blockIdx.x, i = (int)blockIdx.y * kWarps + w;
   if (i >= T) return;  // uniform over the warp; no block-wide barrier follows
   const Keep keep(offset, p, seed);
-  load_row(qs[w], q + ((size_t)bh * T + i) * d, d, lane);
-  const float* kb = k + (size_t)bh * S * d;
-  const float* vb = v + (size_t)bh * S * d;
+  load_row(qs[w], q + ql.at(bh, i), d, lane);
+  const float* kb = k + kl.base(bh);
+  const float* vb = v + kl.base(bh);
+  const int rs = kl.rs;
   const int end = causal ? min(S, i + 1) : S;
   float m = aicfc::neg_inf(), l = 0.0f, o[kCols] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int j0 = 0; j0 < end; j0 += 32) {
     const int j = j0 + lane;
-    const float s = j < end ? scale * dot(kb + (size_t)j * d, qs[w], d) : aicfc::neg_inf();
+    const float s = j < end ? scale * dot(kb + (size_t)j * rs, qs[w], d) : aicfc::neg_inf();
     const float m_new = fmaxf(m, aicfc::warp_max(s));  // finite: key j0 is unmasked
     const float alpha = expf(m - m_new);
     const float e = j < end ? expf(s - m_new) : 0.0f;
@@ -117,26 +128,27 @@ extern "C" __global__ void __launch_bounds__(256)
     const int n = min(32, end - j0);
     for (int t = 0; t < n; ++t) {
       const float pt = bcast(pe, t);
-      const float* vr = vb + (size_t)(j0 + t) * d;
+      const float* vr = vb + (size_t)(j0 + t) * rs;
 #pragma unroll
       for (int c = 0; c < kCols; ++c)
         if (lane + 32 * c < d) o[c] = fmaf(pt, __ldg(vr + lane + 32 * c), o[c]);
     }
   }
   const float inv = 1.0f / l;
-  float* orow = out + ((size_t)bh * T + i) * d;
+  float* orow = out + ol.at(bh, i);
 #pragma unroll
   for (int c = 0; c < kCols; ++c)
     if (lane + 32 * c < d) orow[lane + 32 * c] = o[c] * inv;
   if (lane == 0) lse[(size_t)bh * T + i] = m + logf(l);
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-    aicfc_attention_rows_bwd_dq_f32(const float* q, const float* k, const float* v,
-                                    const float* dout, const float* out, const float* lse,
-                                    const int64_t* offset, float* dq, float* workspace,
-                                    int32_t BH, int32_t T, int32_t S, int32_t d, float scale,
-                                    int32_t causal, double p, int64_t seed) {
+__device__ __forceinline__ void rows_bwd_dq(const float* q, const float* k, const float* v,
+                                            const float* dout, const float* out,
+                                            const float* lse, const int64_t* offset, float* dq,
+                                            float* workspace, int T, int S, int d, float scale,
+                                            int causal, double p, int64_t seed,
+                                            const aicfc::Heads& ql, const aicfc::Heads& kl,
+                                            const aicfc::Heads& ol) {
   __shared__ float qs[kWarps][kMaxD];
   __shared__ float gs[kWarps][kMaxD];
   const int lane = (int)(threadIdx.x & 31), w = (int)(threadIdx.x >> 5);
@@ -144,58 +156,61 @@ extern "C" __global__ void __launch_bounds__(256)
   if (i >= T) return;
   const Keep keep(offset, p, seed);
   const size_t row = (size_t)bh * T + i;
-  load_row(qs[w], q + row * d, d, lane);
-  load_row(gs[w], dout + row * d, d, lane);
+  const float* orow = out + ol.at(bh, i);
+  load_row(qs[w], q + ql.at(bh, i), d, lane);
+  load_row(gs[w], dout + ol.at(bh, i), d, lane);
   float delta = 0.0f;
-  for (int c = lane; c < d; c += 32) delta = fmaf(gs[w][c], __ldg(out + row * d + c), delta);
+  for (int c = lane; c < d; c += 32) delta = fmaf(gs[w][c], __ldg(orow + c), delta);
   delta = aicfc::warp_sum(delta);
   if (lane == 0) workspace[row] = delta;
   const float li = __ldg(lse + row);
-  const float* kb = k + (size_t)bh * S * d;
-  const float* vb = v + (size_t)bh * S * d;
+  const float* kb = k + kl.base(bh);
+  const float* vb = v + kl.base(bh);
+  const int rs = kl.rs;
   const int end = causal ? min(S, i + 1) : S;
   float acc[kCols] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int j0 = 0; j0 < end; j0 += 32) {
     const int j = j0 + lane;
     float ds = 0.0f;
     if (j < end) {
-      const float P = expf(scale * dot(kb + (size_t)j * d, qs[w], d) - li);
-      const float dP = keep.factor(row * S + j) * dot(vb + (size_t)j * d, gs[w], d);
+      const float P = expf(scale * dot(kb + (size_t)j * rs, qs[w], d) - li);
+      const float dP = keep.factor(row * S + j) * dot(vb + (size_t)j * rs, gs[w], d);
       ds = P * (dP - delta);
     }
     const int n = min(32, end - j0);
     for (int t = 0; t < n; ++t) {
       const float dt = bcast(ds, t);
-      const float* kr = kb + (size_t)(j0 + t) * d;
+      const float* kr = kb + (size_t)(j0 + t) * rs;
 #pragma unroll
       for (int c = 0; c < kCols; ++c)
         if (lane + 32 * c < d) acc[c] = fmaf(dt, __ldg(kr + lane + 32 * c), acc[c]);
     }
   }
-  float* drow = dq + row * d;
+  float* drow = dq + ql.at(bh, i);
 #pragma unroll
   for (int c = 0; c < kCols; ++c)
     if (lane + 32 * c < d) drow[lane + 32 * c] = acc[c] * scale;
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-    aicfc_attention_rows_bwd_dkdv_f32(const float* q, const float* k, const float* v,
-                                      const float* dout, const float* lse,
-                                      const int64_t* offset, float* dk, float* dv,
-                                      const float* workspace, int32_t BH, int32_t T, int32_t S,
-                                      int32_t d, float scale, int32_t causal, double p,
-                                      int64_t seed) {
+__device__ __forceinline__ void rows_bwd_dkdv(const float* q, const float* k, const float* v,
+                                              const float* dout, const float* lse,
+                                              const int64_t* offset, float* dk, float* dv,
+                                              const float* workspace, int T, int S, int d,
+                                              float scale, int causal, double p, int64_t seed,
+                                              const aicfc::Heads& ql, const aicfc::Heads& kl,
+                                            const aicfc::Heads& ol) {
   __shared__ float ks[kWarps][kMaxD];
   __shared__ float vs[kWarps][kMaxD];
   const int lane = (int)(threadIdx.x & 31), w = (int)(threadIdx.x >> 5);
   const int bh = (int)blockIdx.x, j = (int)blockIdx.y * kWarps + w;
   if (j >= S) return;
   const Keep keep(offset, p, seed);
-  const size_t krow = (size_t)bh * S + j;
-  load_row(ks[w], k + krow * d, d, lane);
-  load_row(vs[w], v + krow * d, d, lane);
-  const float* qb = q + (size_t)bh * T * d;
-  const float* gb = dout + (size_t)bh * T * d;
+  const size_t krow = kl.at(bh, j);
+  load_row(ks[w], k + krow, d, lane);
+  load_row(vs[w], v + krow, d, lane);
+  const float* qb = q + ql.base(bh);
+  const float* gb = dout + ol.base(bh);
+  const int rs = ql.rs, ors = ol.rs;
   const int begin = causal ? j : 0;  // the queries i >= j see key j
   float dka[kCols] = {0.0f, 0.0f, 0.0f, 0.0f}, dva[kCols] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int i0 = begin; i0 < T; i0 += 32) {
@@ -203,17 +218,17 @@ extern "C" __global__ void __launch_bounds__(256)
     float ds = 0.0f, pk = 0.0f;
     if (i < T) {
       const size_t row = (size_t)bh * T + i;
-      const float P = expf(scale * dot(qb + (size_t)i * d, ks[w], d) - __ldg(lse + row));
+      const float P = expf(scale * dot(qb + (size_t)i * rs, ks[w], d) - __ldg(lse + row));
       const float f = keep.factor(row * S + j);
-      const float dP = f * dot(gb + (size_t)i * d, vs[w], d);
+      const float dP = f * dot(gb + (size_t)i * ors, vs[w], d);
       ds = P * (dP - __ldg(workspace + row));
       pk = P * f;
     }
     const int n = min(32, T - i0);
     for (int t = 0; t < n; ++t) {
       const float dt = bcast(ds, t), pt = bcast(pk, t);
-      const float* qr = qb + (size_t)(i0 + t) * d;
-      const float* gr = gb + (size_t)(i0 + t) * d;
+      const float* qr = qb + (size_t)(i0 + t) * rs;
+      const float* gr = gb + (size_t)(i0 + t) * ors;
 #pragma unroll
       for (int c = 0; c < kCols; ++c) {
         if (lane + 32 * c < d) {
@@ -226,8 +241,80 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
   for (int c = 0; c < kCols; ++c) {
     if (lane + 32 * c < d) {
-      dk[krow * d + lane + 32 * c] = dka[c] * scale;
-      dv[krow * d + lane + 32 * c] = dva[c];
+      dk[krow + lane + 32 * c] = dka[c] * scale;
+      dv[krow + lane + 32 * c] = dva[c];
     }
   }
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(256)
+    aicfc_attention_rows_fwd_f32(const float* q, const float* k, const float* v,
+                                 const int64_t* offset, float* out, float* lse, int32_t BH,
+                                 int32_t T, int32_t S, int32_t d, float scale, int32_t causal,
+                                 double p, int64_t seed) {
+  rows_fwd(q, k, v, offset, out, lse, T, S, d, scale, causal, p, seed,
+           aicfc::Heads::plain(T, d), aicfc::Heads::plain(S, d),
+           aicfc::Heads::plain(T, d));
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    aicfc_attention_rows_bwd_dq_f32(const float* q, const float* k, const float* v,
+                                    const float* dout, const float* out, const float* lse,
+                                    const int64_t* offset, float* dq, float* workspace,
+                                    int32_t BH, int32_t T, int32_t S, int32_t d, float scale,
+                                    int32_t causal, double p, int64_t seed) {
+  rows_bwd_dq(q, k, v, dout, out, lse, offset, dq, workspace, T, S, d, scale, causal, p, seed,
+              aicfc::Heads::plain(T, d), aicfc::Heads::plain(S, d), aicfc::Heads::plain(T, d));
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    aicfc_attention_rows_bwd_dkdv_f32(const float* q, const float* k, const float* v,
+                                      const float* dout, const float* lse,
+                                      const int64_t* offset, float* dk, float* dv,
+                                      const float* workspace, int32_t BH, int32_t T, int32_t S,
+                                      int32_t d, float scale, int32_t causal, double p,
+                                      int64_t seed) {
+  rows_bwd_dkdv(q, k, v, dout, lse, offset, dk, dv, workspace, T, S, d, scale, causal, p, seed,
+                aicfc::Heads::plain(T, d), aicfc::Heads::plain(S, d), aicfc::Heads::plain(T, d));
+}
+
+// The packed entries (S = T, D = H d): qkv [N, T, 3D] with q, k, v at columns 0, D, 2D,
+// out and dout [N, T, D], dqkv laid out as qkv.
+#define AICFC_PACKED_HEADS(H, T, d)                                         \
+  const int E = (H) * (d);                                                  \
+  const aicfc::Heads in = aicfc::Heads::packed((H), (T), (d), 3 * E);       \
+  const aicfc::Heads og = aicfc::Heads::packed((H), (T), (d), E)
+
+extern "C" __global__ void __launch_bounds__(256)
+    aicfc_attention_rows_fwd_packed_f32(const float* qkv, const int64_t* offset, float* out,
+                                        float* lse, int32_t BH, int32_t H, int32_t T,
+                                        int32_t d, float scale, int32_t causal, double p,
+                                        int64_t seed) {
+  AICFC_PACKED_HEADS(H, T, d);
+  rows_fwd(qkv, qkv + E, qkv + 2 * E, offset, out, lse, T, T, d, scale, causal, p, seed, in,
+           in, og);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    aicfc_attention_rows_bwd_dq_packed_f32(const float* qkv, const float* dout, const float* out,
+                                           const float* lse, const int64_t* offset, float* dqkv,
+                                           float* workspace, int32_t BH, int32_t H, int32_t T,
+                                           int32_t d, float scale, int32_t causal, double p,
+                                           int64_t seed) {
+  AICFC_PACKED_HEADS(H, T, d);
+  rows_bwd_dq(qkv, qkv + E, qkv + 2 * E, dout, out, lse, offset, dqkv, workspace, T, T, d,
+              scale, causal, p, seed, in, in, og);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    aicfc_attention_rows_bwd_dkdv_packed_f32(const float* qkv, const float* dout,
+                                             const float* lse, const int64_t* offset,
+                                             float* dqkv, const float* workspace, int32_t BH,
+                                             int32_t H, int32_t T, int32_t d, float scale,
+                                             int32_t causal, double p, int64_t seed) {
+  AICFC_PACKED_HEADS(H, T, d);
+  rows_bwd_dkdv(qkv, qkv + E, qkv + 2 * E, dout, lse, offset, dqkv + E, dqkv + 2 * E, workspace,
+                T, T, d, scale, causal, p, seed, in, in, og);
 }

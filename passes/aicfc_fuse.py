@@ -11,6 +11,8 @@ the matched ops are erased:
     epilogue_grad(matmul(A, B), s)           -> gemm_epilogue_grad(A, B, s, act) [-> (dZ, db)]
     cross_entropy(x, y), cross_entropy_grad(x, y, d) [, reduce_sum(.., axes=[0])]
                                              -> cross_entropy_with_grad(x, y, d) [-> (l, dx, db)]
+    merge(scaled_dot_product_attention(heads(split(qkv))))
+                                             -> packed_qkv_attention(qkv)   [-> (o, lse)]
 
 An intermediate value with other users is allowed only where the fused op
 re-exports it (gemm_epilogue's `pre_act` Z, epilogue_grad's dZ); those users
@@ -105,6 +107,9 @@ def apply_match(m: Match, rewriter: PatternRewriter) -> bool:
         rewriter.replace_all_uses_with(old, new)
     for op in reversed(m.ops):
         rewriter.erase(op)
+    for op in reversed(built.absorbed):
+        if not any(r.uses for r in op.results):
+            rewriter.erase(op)
     return True
 
 

@@ -381,6 +381,75 @@ def scaled_dot_product_attention_grad(
     return dq.astype(q.dtype), dk.astype(q.dtype), dv.astype(q.dtype)
 
 
+def _split_heads(x: Array, heads: int) -> Array:
+    """[N, T, H d] -> [N, H, T, d] (reshape, then transpose [0, 2, 1, 3])."""
+    n, t, d = x.shape
+    return np.ascontiguousarray(x.reshape(n, t, heads, d // heads).transpose(0, 2, 1, 3))
+
+
+def _merge_heads(x: Array) -> Array:
+    """[N, H, T, d] -> [N, T, H d]: _split_heads's inverse."""
+    n, h, t, d = x.shape
+    return np.ascontiguousarray(x.transpose(0, 2, 1, 3).reshape(n, t, h * d))
+
+
+def _packed_heads(qkv: Array, heads: int) -> tuple[Array, Array, Array]:
+    """q, k, v [N, H, T, d] of the packed qkv [N, T, 3 H d] (split into thirds, heads)."""
+    q, k, v = np.split(qkv, 3, axis=-1)
+    return _split_heads(q, heads), _split_heads(k, heads), _split_heads(v, heads)
+
+
+def packed_qkv_attention(
+    qkv: Array,
+    offset: Array | None = None,
+    *,
+    num_heads: int,
+    scale: float,
+    causal: bool = False,
+    dropout_p: float = 0.0,
+    seed: int = 0,
+) -> tuple[Array, Array]:
+    """(out [N, T, D], lse [N, H, T]): scaled_dot_product_attention of the heads of qkv
+    [N, T, 3D] (split, reshape, transpose), its output heads merged back."""
+    q, k, v = _packed_heads(qkv, num_heads)
+    o, lse = scaled_dot_product_attention(
+        q, k, v, offset, scale=scale, causal=causal, dropout_p=dropout_p, seed=seed
+    )
+    return _merge_heads(o), lse
+
+
+def packed_qkv_attention_grad(
+    dout: Array,
+    qkv: Array,
+    out: Array,
+    lse: Array,
+    offset: Array | None = None,
+    *,
+    num_heads: int,
+    scale: float,
+    causal: bool = False,
+    dropout_p: float = 0.0,
+    seed: int = 0,
+) -> tuple[Array]:
+    """(dqkv [N, T, 3D],): scaled_dot_product_attention_grad's dq, dk, dv of the heads,
+    each merged to [N, T, D] and concatenated in qkv's order."""
+    q, k, v = _packed_heads(qkv, num_heads)
+    grads = scaled_dot_product_attention_grad(
+        _split_heads(dout, num_heads),
+        q,
+        k,
+        v,
+        _split_heads(out, num_heads),
+        lse,
+        offset,
+        scale=scale,
+        causal=causal,
+        dropout_p=dropout_p,
+        seed=seed,
+    )
+    return (np.concatenate([_merge_heads(x) for x in grads], axis=-1),)
+
+
 # --- reductions and losses ---------------------------------------------------
 
 
@@ -785,6 +854,7 @@ _TABLE: dict[type[Operation], RefFn] = {
     g.AddLayerNormOp: add_layer_norm,
     g.CausalMaskOp: causal_mask,
     g.ScaledDotProductAttentionOp: scaled_dot_product_attention,
+    g.PackedQKVAttentionOp: packed_qkv_attention,
     ad.ReluGradOp: relu_grad,
     ad.GeluGradOp: gelu_grad,
     ad.TanhGradOp: tanh_grad,
@@ -799,6 +869,7 @@ _TABLE: dict[type[Operation], RefFn] = {
     ad.EmbeddingGradOp: embedding_grad,
     ad.LayerNormGradOp: layer_norm_grad,
     ad.ScaledDotProductAttentionGradOp: scaled_dot_product_attention_grad,
+    ad.PackedQKVAttentionGradOp: packed_qkv_attention_grad,
     ad.AdamStepOp: adam_step,
     ad.SgdStepOp: sgd_step,
     ad.UnscaleGradOp: unscale_grad,

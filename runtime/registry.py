@@ -83,6 +83,8 @@ class Constraints:
     last_dim_range: (operand index, smallest, largest size of its last dim), e.g. the
                     classes of a wide-row loss kernel or a layer norm's D.
     equal_shapes:   operand indices that must all have one shape (attention's q, k, v).
+    packed_head_dim_range: (operand index of a packed qkv [N, T, 3 H d], smallest, largest
+                    head dim d, with H the `num_heads` parameter), e.g. packed attention's.
     """
 
     alignment: int = 1
@@ -101,6 +103,7 @@ class Constraints:
     last_dims: tuple[tuple[int, tuple[int, ...]], ...] = ()
     last_dim_range: tuple[tuple[int, int, int], ...] = ()
     equal_shapes: tuple[int, ...] = ()
+    packed_head_dim_range: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def is_gemm(self) -> bool:
@@ -234,6 +237,7 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("graph.add_layer_norm", _FLOATS, Constraints()),
     ("graph.causal_mask", _FLOATS, Constraints()),
     ("graph.scaled_dot_product_attention", _FLOATS, Constraints(operand_dtypes=_I64_OFFSET)),
+    ("graph.packed_qkv_attention", _FLOATS, Constraints(operand_dtypes=((1, ("i64",)),))),
     *((f.grad_op, _FLOATS, Constraints()) for f in ACTIVATION_FACTS),
     ("autodiff.softmax_grad", _FLOATS, Constraints()),
     ("autodiff.cross_entropy_grad", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
@@ -249,6 +253,7 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
         _FLOATS,
         Constraints(operand_dtypes=((6, ("i64",)),)),
     ),
+    ("autodiff.packed_qkv_attention_grad", _FLOATS, Constraints(operand_dtypes=((4, ("i64",)),))),
     ("autodiff.adam_step", _FLOATS, Constraints()),
     ("autodiff.sgd_step", _FLOATS, Constraints()),
     ("autodiff.unscale_grad", _FLOATS, Constraints()),

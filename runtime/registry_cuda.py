@@ -833,6 +833,58 @@ _ATTENTION = (
     ]
 )  # fmt: skip
 
+# graph.packed_qkv_attention and its gradient: the same kernels on the heads of qkv [N, T,
+# 3D] in place (attention_layout.cuh), so no split, transpose or concat runs around them.
+_PACKED_ABI = (("BH", "int32_t"), ("H", "int32_t"), ("T", "int32_t"), *_ATTENTION_SCALARS)
+_PACKED_ROWS_ABI = (*_PACKED_ABI[:3], ("d", "int32_t"), *_ATTENTION_SCALARS)
+_PACKED_ATTENTION = (
+    [
+        KernelSpec(
+            name=f"cuda.packed_qkv_attention{grad}_f32_d{d}",
+            op=op,
+            family="cuda",
+            dtypes=F32,
+            constraints=Constraints(
+                packed_head_dim_range=((qkv, d, d),), operand_dtypes=((off, ("i64",)),)
+            ),
+            flags=frozenset({"fused", "workspace"} if grad else {"fused"}),
+            abi=_PACKED_ABI,
+            source="attention.cu",
+            symbol=f"aicfc_attention_{'bwd' if grad else 'fwd'}_packed_f32_d{d}",
+            launcher=f"attention:launch_packed_attention{grad}",
+            priority=1,  # over attention_rows.cu where both run it
+        )
+        for grad, op, qkv, off in (
+            ("", "graph.packed_qkv_attention", 0, 1),
+            ("_grad", "autodiff.packed_qkv_attention_grad", 1, 4),
+        )
+        for d in ATTENTION_HEAD_DIMS
+    ]
+    + [
+        _k("attention_bwd_delta_packed_f32", "autodiff.packed_qkv_attention_grad",
+           "attention.cu", "aicfc_attention_bwd_delta_packed_f32",
+           (("rows", "int32_t"), ("d", "int32_t"), ("H", "int32_t"), ("T", "int32_t")),
+           flags=_AUX, launcher="launch_packed_attention_grad"),
+        _k("packed_qkv_attention_rows_f32", "graph.packed_qkv_attention", "attention_rows.cu",
+           "aicfc_attention_rows_fwd_packed_f32", _PACKED_ROWS_ABI,
+           constraints=Constraints(
+               operand_dtypes=((1, ("i64",)),),
+               packed_head_dim_range=((0, 1, ATTENTION_ROWS_MAX_D),),
+           ),
+           flags=("fused",), launcher="launch_packed_attention_rows"),
+        _k("packed_qkv_attention_grad_rows_f32", "autodiff.packed_qkv_attention_grad",
+           "attention_rows.cu", "aicfc_attention_rows_bwd_dq_packed_f32", _PACKED_ROWS_ABI,
+           constraints=Constraints(
+               operand_dtypes=((4, ("i64",)),),
+               packed_head_dim_range=((1, 1, ATTENTION_ROWS_MAX_D),),
+           ),
+           flags=("fused", "workspace"), launcher="launch_packed_attention_rows_grad"),
+        _k("attention_rows_bwd_dkdv_packed_f32", "autodiff.packed_qkv_attention_grad",
+           "attention_rows.cu", "aicfc_attention_rows_bwd_dkdv_packed_f32", _PACKED_ROWS_ABI,
+           flags=_AUX, launcher="launch_packed_attention_rows_grad"),
+    ]
+)  # fmt: skip
+
 _MANY_CLASSES = [
     KernelSpec(
         name=f"cuda.softmax_cross_entropy_f32_{lt}",
@@ -888,6 +940,7 @@ KERNELS: tuple[KernelSpec, ...] = (
     *_LAYER_NORM,
     *_EMBEDDING,
     *_ATTENTION,
+    *_PACKED_ATTENTION,
     *_MANY_CLASSES,
     *_LAYOUT_OPS,
 )

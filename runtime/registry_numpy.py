@@ -92,6 +92,8 @@ KERNELS: tuple[KernelSpec, ...] = (
         "autodiff.scaled_dot_product_attention_grad",
         "attention:scaled_dot_product_attention_grad",
     ),
+    _out("graph.packed_qkv_attention", "attention:packed_qkv_attention"),
+    _out("autodiff.packed_qkv_attention_grad", "attention:packed_qkv_attention_grad"),
     # loss
     _out("graph.cross_entropy", "loss:cross_entropy", constraints=_LABELS),
     _out("autodiff.cross_entropy_grad", "loss:cross_entropy_grad", constraints=_LABELS),

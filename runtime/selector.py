@@ -231,6 +231,12 @@ def refusal(spec: KernelSpec, problem: Problem, capability: Capability) -> str |
         if not shape or not least <= shape[-1] <= most:
             last = shape[-1] if shape else None
             return f"operand #{index} has last dim {last}, outside [{least}, {most}]"
+    for index, least, most in c.packed_head_dim_range:
+        shape = problem.input_shapes[index] if index < len(problem.input_shapes) else ()
+        heads = problem.param("num_heads")
+        d = shape[-1] // (3 * heads) if shape and isinstance(heads, int) and heads > 0 else None
+        if d is None or not least <= d <= most:
+            return f"operand #{index} has head dim {d}, outside [{least}, {most}]"
     if c.equal_shapes:
         shapes = {problem.input_shapes[i] for i in c.equal_shapes if i < len(problem.input_shapes)}
         if len(shapes) > 1:

@@ -10,11 +10,11 @@ updates where that is safe.
 The ops live in small modules of this package: backward.py (autodiff.backward),
 grads.py (softmax_grad, dropout_grad, epilogue_grad, gemm_epilogue_grad, embedding_grad,
 layer_norm_grad),
-attention_grad.py (scaled_dot_product_attention_grad), loss_grads.py (the losses'
-gradients), optimizers.py (adam_step, sgd_step) and training.py (lr_schedule,
-clip_grad_norm, accumulation_step, accumulate_grad). The activations' gradient ops
-(autodiff.relu_grad, ...) are defined with their forward ops and their row in
-dialects/graph/activations.py; this package re-exports them and lists them in its
+attention_grad.py (scaled_dot_product_attention_grad, packed_qkv_attention_grad),
+loss_grads.py (the losses' gradients), optimizers.py (adam_step, sgd_step) and
+training.py (lr_schedule, clip_grad_norm, accumulation_step, accumulate_grad). The
+activations' gradient ops (autodiff.relu_grad, ...) are defined with their forward ops
+and their row in dialects/graph/activations.py; this package re-exports them and lists them in its
 `Dialect`, so a new activation adds no line here. `from aicfc.dialects import
 autodiff` then `autodiff.AdamStepOp` reaches every op.
 
@@ -32,7 +32,10 @@ from __future__ import annotations
 from xdsl.ir import Dialect
 
 from aicfc.dialects.autodiff.amp import AmpSelectOp, UnscaleGradOp, UpdateScaleOp
-from aicfc.dialects.autodiff.attention_grad import ScaledDotProductAttentionGradOp
+from aicfc.dialects.autodiff.attention_grad import (
+    PackedQKVAttentionGradOp,
+    ScaledDotProductAttentionGradOp,
+)
 from aicfc.dialects.autodiff.backward import BackwardOp
 from aicfc.dialects.autodiff.grads import (
     DropoutGradOp,
@@ -75,6 +78,7 @@ __all__ = [
     "LayerNormGradOp",
     "LrScheduleOp",
     "MseLossGradOp",
+    "PackedQKVAttentionGradOp",
     "ScaledDotProductAttentionGradOp",
     "SgdStepOp",
     "SoftmaxGradOp",
@@ -98,6 +102,7 @@ Autodiff = Dialect(
         EmbeddingGradOp,
         LayerNormGradOp,
         ScaledDotProductAttentionGradOp,
+        PackedQKVAttentionGradOp,
         AdamStepOp,
         SgdStepOp,
         UnscaleGradOp,

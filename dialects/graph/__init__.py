@@ -29,7 +29,12 @@ from xdsl.ir import Dialect
 from aicfc.dialects.graph.activations import *  # noqa: F403 (the activations' ops and rows)
 from aicfc.dialects.graph.activations import FORWARD_OPS
 from aicfc.dialects.graph.activations import __all__ as ACTIVATION_NAMES
-from aicfc.dialects.graph.attention import AttentionBase, CausalMaskOp, ScaledDotProductAttentionOp
+from aicfc.dialects.graph.attention import (
+    AttentionBase,
+    CausalMaskOp,
+    PackedQKVAttentionOp,
+    ScaledDotProductAttentionOp,
+)
 from aicfc.dialects.graph.attributes import ActivationAttr
 from aicfc.dialects.graph.base import BinaryElementwiseOp, GraphOp, UnaryElementwiseOp
 from aicfc.dialects.graph.cast import CastOp
@@ -71,6 +76,7 @@ __all__ = [
     "MatrixProductOp",
     "MseLossOp",
     "MulOp",
+    "PackedQKVAttentionOp",
     "ReduceSumOp",
     "ReshapeOp",
     "ScaleOp",
@@ -112,6 +118,7 @@ Graph = Dialect(
         AddLayerNormOp,
         CausalMaskOp,
         ScaledDotProductAttentionOp,
+        PackedQKVAttentionOp,
     ],
     [ActivationAttr],
 )

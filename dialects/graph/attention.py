@@ -15,6 +15,14 @@ aicfc-fuse turns the chain into one graph.scaled_dot_product_attention (the fusi
 table's `attention` pattern), whose backward (autodiff.scaled_dot_product_attention_grad)
 recomputes the probabilities from the saved row log-sum-exp, as FlashAttention does
 (Dao et al. 2022; Dao 2023), so no [T, S] tensor is saved between the passes.
+
+In a transformer block q, k and v are head views of one packed projection: qkv [N, T,
+3D] split into three [N, T, D], each reshaped to [N, T, H, d] and transposed to [N, H, T,
+d], and the output goes back by the inverse transpose and a reshape to [N, T, D]. The
+fusion table's `packed_qkv_attention` pattern folds those layout ops into
+graph.packed_qkv_attention, which reads the heads in place (strided) from qkv and writes
+[N, T, D] directly; its backward writes the packed gradient [N, T, 3D], so neither the
+split, the transposes nor the concat of the three gradients runs.
 """
 
 from __future__ import annotations
@@ -162,8 +170,45 @@ class AttentionBase(AicfcOp):
         verify_attention_properties(self.name, offset, self.scale_value, self.p, seed_without_p)
 
 
+class PackedHeadsBase(AttentionBase):
+    """The head count of the packed attention ops, whose qkv operand (operand QKV_OPERAND)
+    is [N, T, 3 H d]."""
+
+    QKV_OPERAND: ClassVar[int] = 0
+    num_heads = prop_def(IntegerAttr[I64])
+
+    @property
+    def heads(self) -> int:
+        return int(self.num_heads.value.data)
+
+    def attention_shape(self) -> tuple[int, int, int, int, int]:
+        """(N, H, T, T, d) of qkv [N, T, 3 H d]."""
+        n, t, d3 = ranked(self.name, "qkv", self.operands[self.QKV_OPERAND]).get_shape()
+        return n, self.heads, t, t, d3 // (3 * self.heads)
+
+
+class AttentionForwardBase(GraphOp, AttentionBase):
+    """What the forward attention ops share: stochastic only with dropout, their FLOPs,
+    and no gradient through the lse result (result 1)."""
+
+    def semantic_flags(self) -> OpFlag:
+        f = super().semantic_flags()
+        return f if self.p > 0 else f & ~F.IS_STOCHASTIC
+
+    def flops(self) -> int:
+        """4 B H T S d for the two products (q k^T and P v; 4 B H T^2 d when S = T), plus
+        about 5 per score for the scale, mask, softmax and dropout."""
+        b, h, t, s, d = self.attention_shape()
+        return 4 * b * h * t * s * d + 5 * b * h * t * s
+
+    def why_not_differentiable(self) -> str | None:
+        if statistics_used((self.results[1],)):
+            return LSE_NOT_DIFFERENTIABLE
+        return super().why_not_differentiable()
+
+
 @irdl_op_definition
-class ScaledDotProductAttentionOp(GraphOp, AttentionBase):
+class ScaledDotProductAttentionOp(AttentionForwardBase):
     """out = dropout(softmax(scale q k^T [causal mask])) v, and the row log-sum-exp.
 
     torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal,
@@ -220,27 +265,98 @@ class ScaledDotProductAttentionOp(GraphOp, AttentionBase):
             properties=self.attention_properties(shape[-1], causal, scale, dropout_p, seed),
         )
 
-    def semantic_flags(self) -> OpFlag:
-        # stochastic only with dropout
-        f = super().semantic_flags()
-        return f if self.p > 0 else f & ~F.IS_STOCHASTIC
-
     def verify_(self) -> None:
         qt, lse = verify_attention(self.name, self.q, self.k, self.v)
         self.verify_properties(self.offset)
         require_result(self.name, self.result.type, qt)
         require_result(self.name, self.lse.type, lse)
 
-    def flops(self) -> int:
-        """4 B H T S d for the two products (q k^T and P v; 4 B H T^2 d when S = T), plus
-        about 5 per score for the scale, mask, softmax and dropout."""
-        b, h, t, s, d = self.attention_shape()
-        return 4 * b * h * t * s * d + 5 * b * h * t * s
 
-    def why_not_differentiable(self) -> str | None:
-        if statistics_used((self.lse,)):
-            return LSE_NOT_DIFFERENTIABLE
-        return super().why_not_differentiable()
+@irdl_op_definition
+class PackedQKVAttentionOp(PackedHeadsBase, AttentionForwardBase):
+    """graph.scaled_dot_product_attention on the heads of a packed projection, in place.
+
+    qkv [N, T, 3D] holds q, k, v at columns [0, D), [D, 2D), [2D, 3D) and head h of each
+    at columns [h d, (h + 1) d) of its part (d = D / num_heads): the op equals
+
+        q, k, v = split(qkv, axis=-1, sizes=[D, D, D])
+        q_h = transpose(reshape(q, [N, T, H, d]), [0, 2, 1, 3])      (same for k, v)
+        o, lse = scaled_dot_product_attention(q_h, k_h, v_h, ...)
+        out = reshape(transpose(o, [0, 2, 1, 3]), [N, T, D])
+
+    with out [N, T, D] (heads merged, nanoGPT's y.transpose(1, 2).view(N, T, D)) and lse
+    [N, H, T]. Causal, scale, dropout (the mask of the [N, H, T, T] probabilities) are
+    scaled_dot_product_attention's.
+
+    ```mlir
+    %o, %lse = graph.packed_qkv_attention %qkv heads = 2 causal scale = 2.500000e-01
+        : (tensor<2x8x96xf32>) -> (tensor<2x8x32xf32>, tensor<2x2x8xf32>)
+    ```
+    """
+
+    name = "graph.packed_qkv_attention"
+    DISPLAY_NAME: ClassVar[str] = "PackedQKVAttention"
+    qkv = operand_def(TensorType)
+    offset = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+    lse = result_def(TensorType)
+    traits = traits_def(
+        Pure(),
+        OpInfo(F.IS_FUSED | F.IS_REDUCTION | F.COLLAPSES_INFO | F.IS_STOCHASTIC),
+    )
+    assembly_format = (
+        "$qkv (`offset` $offset^)? `heads` `=` $num_heads (`causal` $causal^)? `scale` `=` "
+        "$scale (`dropout_p` `=` $dropout_p^)? (`seed` `=` $seed^)? attr-dict `:` "
+        "functional-type(operands, results)"
+    )
+
+    def __init__(
+        self,
+        qkv: SSAValue,
+        num_heads: int,
+        offset: SSAValue | None = None,
+        causal: bool = True,
+        scale: float | None = None,
+        dropout_p: float = 0.0,
+        seed: int = 0,
+    ):
+        t = ranked(self.name, "qkv", qkv)
+        n, tt, d3 = t.get_shape()
+        d = d3 // 3
+        props = self.attention_properties(d // num_heads, causal, scale, dropout_p, seed)
+        super().__init__(
+            operands=[qkv, [offset] if offset is not None else []],
+            result_types=[
+                tensor((n, tt, d), t.element_type),
+                tensor((n, num_heads, tt), t.element_type),
+            ],
+            properties={**props, "num_heads": IntegerAttr(num_heads, i64)},
+        )
+
+    def verify_(self) -> None:
+        out, lse = verify_packed_qkv(self.name, self.qkv, self.heads)
+        self.verify_properties(self.offset)
+        require_result(self.name, self.result.type, out)
+        require_result(self.name, self.lse.type, lse)
+
+
+def verify_packed_qkv(
+    op_name: str, qkv: SSAValue, heads: int
+) -> tuple[TensorType[Attribute], TensorType[Attribute]]:
+    """Check qkv [N, T, 3 H d] (float, H = heads >= 1); returns the types of out [N, T, H d]
+    and lse [N, H, T]."""
+    t = ranked(op_name, "qkv", qkv)
+    require_float(op_name, "qkv", t)
+    shape = t.get_shape()
+    if heads < 1:
+        raise VerifyException(f"{op_name}: heads must be >= 1, got {heads}")
+    if len(shape) != 3 or shape[2] % (3 * heads) or shape[2] == 0:
+        raise VerifyException(
+            f"{op_name}: qkv must be [N, T, 3 D] with D a multiple of heads = {heads} "
+            f"(q, k, v of {heads} heads each), got {fmt_shape(shape)}"
+        )
+    n, tt, d3 = shape
+    return tensor((n, tt, d3 // 3), t.element_type), tensor((n, heads, tt), t.element_type)
 
 
 def score_elements(op: AttentionBase) -> int:

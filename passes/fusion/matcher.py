@@ -5,7 +5,8 @@ step k's result through operand `via_operand`. A step matches an op when the
 op's flags (static | derived, dialects/flags.py) contain `required`, share no
 bit with `forbidden`, and every constraint holds. Optional steps may be
 skipped. Across a match the matcher also demands: one DTYPE_* bit for all
-ops, and SINGLE_USE for each intermediate result, unless the consuming step
+ops, and SINGLE_USE for each intermediate result (or, for an op with several results,
+one use of result 0 and none of the others), unless the consuming step
 declares `exports_input`, i.e. the fused op re-exports that value as a result
 (cuBLASLt's GELU_AUX output `pre_act`, the `grad_pre_act` dZ of
 epilogue_grad), so its other users can read it from the fused op.
@@ -94,14 +95,17 @@ class Step:
 @dataclass(frozen=True)
 class Built:
     """A fused op, the value replacing the last matched op's result, its re-exported
-    results by export name (Step.exports_input), and the values replacing the last
+    results by export name (Step.exports_input), the values replacing the last
     matched op's further results, in order (None: that result has no replacement, so
-    it must have no users)."""
+    it must have no users), and the producers of the match's operands that the fused op
+    reads through instead (`absorbed`, producers first: the layout ops in front of packed
+    attention), erased with the match once nothing else reads them."""
 
     op: Operation
     result: SSAValue
     exports: dict[str, SSAValue]
     rest: tuple[SSAValue | None, ...] = ()
+    absorbed: tuple[Operation, ...] = ()
 
 
 Builder = Callable[..., Built]
@@ -175,7 +179,7 @@ def match_at(
     exports: dict[str, SSAValue] = {}
     for step in pattern.steps[1:]:
         cur = chain[-1]
-        single_use = bool(graph.flags(cur) & F.SINGLE_USE)
+        single_use = bool(graph.flags(cur) & F.SINGLE_USE) or _feeds_one_op(graph.ops[cur])
         found = None
         if step.sibling:
             found = _sibling(graph, cur, step, claimed, dtype)
@@ -205,6 +209,14 @@ def match_at(
     if pattern.condition is not None and not pattern.condition(*by_step):
         return None
     return Match(pattern, tuple(graph.ops[i] for i in chain), tuple(by_step), exports)
+
+
+def _feeds_one_op(op: Operation) -> bool:
+    """Result 0 has one use and the further results none (attention's unread lse): the
+    op is as good as single-use for a chain through result 0."""
+    return (
+        bool(op.results) and op.results[0].has_one_use() and not any(r.uses for r in op.results[1:])
+    )
 
 
 def _sibling(

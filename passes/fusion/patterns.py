@@ -13,6 +13,8 @@ and returns the fused op with the values it replaces:
                                              -> cross_entropy_with_grad(x, y, d) [-> (l, dx, db)]
     matmul(dropout?(softmax(causal_mask?(scale(matmul(q, k^T))))), v)
                                     -> scaled_dot_product_attention(q, k, v)  [-> (o, lse)]
+    reshape(transpose(scaled_dot_product_attention(heads(split(qkv))), [0, 2, 1, 3]))
+                                    -> packed_qkv_attention(qkv)             [-> (o, lse)]
     layer_norm(add(x, r))           -> add_layer_norm(x, r)              [-> (s, y, mean, rstd)]
 
 A layer's product may have leading dims ([B, T, D] x [D, N]: a Linear on every
@@ -39,6 +41,7 @@ from aicfc.dialects.graph import (
     LayerNormOp,
     MatmulOp,
     MatrixProductOp,
+    PackedQKVAttentionOp,
     ScaledDotProductAttentionOp,
     ScaleOp,
 )
@@ -58,6 +61,12 @@ from aicfc.passes.fusion.constraints import (
     OverLastAxis,
     ResultRank,
     SumsLeadingAxes,
+)
+from aicfc.passes.fusion.head_layout import (
+    MergesHeads,
+    ReadsPackedHeads,
+    SwapsHeadsAndTime,
+    packed_heads,
 )
 from aicfc.passes.fusion.matcher import Built, FusionPattern, Match, Step
 
@@ -302,6 +311,52 @@ ATTENTION = FusionPattern(
 )
 
 # ----------------------------------------------------------------------------
+# attention on the heads of a packed qkv projection
+# ----------------------------------------------------------------------------
+
+
+def build_packed_qkv_attention(
+    m: Match, attention: Operation, transpose: Operation, reshape: Operation
+) -> Built:
+    """packed_qkv_attention(qkv) with the attention's properties and offset: qkv and the
+    head count from the layout in front of it (packed_heads), which the op absorbs; its
+    out [N, T, D] replaces the reshape's result, and the lse is new (it has no users)."""
+    assert isinstance(attention, ScaledDotProductAttentionOp)
+    src = packed_heads(attention)
+    assert src is not None  # the first step's ReadsPackedHeads
+    op = PackedQKVAttentionOp(
+        src.qkv,
+        src.heads,
+        attention.offset,
+        attention.is_causal,
+        attention.scale_value,
+        attention.p,
+        attention.seed_value,
+    )
+    return Built(op, op.result, {}, absorbed=src.layout)
+
+
+# reshape(transpose(sdpa(heads(q), heads(k), heads(v)), [0, 2, 1, 3]), [N, T, D])
+#   with q, k, v = split(qkv, axis=-1, sizes=[D, D, D]) and heads(x) = transpose(reshape(
+#   x, [N, T, H, d]), [0, 2, 1, 3])  ->  packed_qkv_attention(qkv) heads = H
+# Runs once the attention pattern has formed the sdpa (a later round of the pass).
+PACKED_QKV_ATTENTION = FusionPattern(
+    name="packed_qkv_attention",
+    group="forward",
+    steps=(
+        Step(
+            F.IS_FUSED | F.IS_REDUCTION,
+            stochastic=True,
+            constraints=(ReadsPackedHeads(),),
+        ),
+        Step(F.IS_LAYOUT, forbidden=F.IS_FUSED, constraints=(SwapsHeadsAndTime(),)),
+        Step(F.IS_LAYOUT, forbidden=F.IS_FUSED, constraints=(MergesHeads(),)),
+    ),
+    builder=build_packed_qkv_attention,
+    fused_op=PackedQKVAttentionOp,
+)
+
+# ----------------------------------------------------------------------------
 # residual add -> layer norm
 # ----------------------------------------------------------------------------
 
@@ -340,6 +395,7 @@ ADD_LAYER_NORM = FusionPattern(
 
 FUSION_PATTERNS: tuple[FusionPattern, ...] = (
     ATTENTION,
+    PACKED_QKV_ATTENTION,
     GEMM_BIAS_ACT,
     ADD_LAYER_NORM,
     ACT_GRAD_BIAS_GRAD,

@@ -18,7 +18,7 @@ lists: the rules are data, the pass only walks). A rule is
 
 Ops whose OpInfo says `differentiable=False` (graph.constant, autodiff.backward,
 adam_step, sgd_step, gelu_grad, silu_grad, layer_norm_grad,
-scaled_dot_product_attention_grad) have no rule by design.
+scaled_dot_product_attention_grad, packed_qkv_attention_grad) have no rule by design.
 
 The rules live by family: building.py (the context and the shared pieces),
 graph_ops.py (the MLP's ops), transformer_ops.py (embedding, layer norm, attention
@@ -57,6 +57,8 @@ gradient of the result; shapes as in dialects/graph/):
     scaled_dot_product_attention   dq, dk, dv = scaled_dot_product_attention_grad(dout,
                   q, k, v, out, lse): the composite of its parts, P recomputed from lse
                   (FlashAttention-2: Delta = rowsum(dout out), dS = P (dP - Delta))
+    packed_qkv_attention   dqkv = packed_qkv_attention_grad(dout, qkv, out, lse): the
+                  same dq, dk, dv of the heads, written packed as qkv [N, T, 3D] is
 
 Backward primitives (second order):
 
@@ -109,6 +111,7 @@ VJP_RULES: dict[type[Operation], VjpRule] = {
 
 Not here by design (OpInfo.differentiable is False, with the reason): graph.constant,
 autodiff.backward, autodiff.adam_step, autodiff.sgd_step, autodiff.gelu_grad,
-autodiff.silu_grad, autodiff.layer_norm_grad, autodiff.scaled_dot_product_attention_grad."""
+autodiff.silu_grad, autodiff.layer_norm_grad, autodiff.scaled_dot_product_attention_grad,
+autodiff.packed_qkv_attention_grad."""
 
 __all__ = ["VJP_RULES", "Grad", "VjpContext", "VjpRule", "splat", "why_not_differentiable"]

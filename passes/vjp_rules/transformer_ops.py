@@ -110,6 +110,31 @@ def _attention(
     return (*grad.results, *offset)
 
 
+def _packed_attention(
+    ctx: VjpContext, op: g.PackedQKVAttentionOp, grads: Sequence[Grad]
+) -> Sequence[Grad]:
+    # the packed gradient dqkv [N, T, 3D] in one op (no concat of dq, dk, dv)
+    dout = grads[0]
+    offset = () if op.offset is None else (None,)
+    if dout is None:
+        return (None, *offset)
+    grad = ctx.emit(
+        ad.PackedQKVAttentionGradOp(
+            dout,
+            op.qkv,
+            op.result,
+            op.lse,
+            op.heads,
+            op.offset,
+            causal=op.is_causal,
+            scale=op.scale_value,
+            dropout_p=op.p,
+            seed=op.seed_value,
+        )
+    )
+    return (grad.grad_qkv, *offset)
+
+
 TRANSFORMER_RULES: dict[type[Operation], VjpRule] = {
     g.EmbeddingOp: _embedding,
     g.LayerNormOp: _layer_norm,
@@ -119,4 +144,5 @@ TRANSFORMER_RULES: dict[type[Operation], VjpRule] = {
     g.SplitOp: _split,
     g.ConcatOp: _concat,
     g.ScaledDotProductAttentionOp: _attention,
+    g.PackedQKVAttentionOp: _packed_attention,
 }

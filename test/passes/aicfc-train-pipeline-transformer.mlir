@@ -4,37 +4,47 @@
 // A one-block GPT train step (B = 1, T = 4, 2 heads of 2, V = 5; causal attention with
 // dropout; pre-LN; a tied head; SGD as graph ops), written as a model emits it, through
 // the whole pipeline on the NumPy backend: the attention chain becomes one
-// scaled_dot_product_attention whose backward reads its out and lse, the residual adds
+// scaled_dot_product_attention and, with the heads' split, reshapes and transposes
+// around it, one packed_qkv_attention reading c_attn's output in place, whose backward
+// reads its out and lse and writes the packed gradient (no concat); the residual adds
 // before ln_2 and ln_f become add_layer_norm (their sums, means and rstds read by the
 // backward), the MLP's Linear + GELU on [B, T, D] a gemm_epilogue, the loss fuses with its
 // gradient; the i32 ids are an input buffer; the multi-result ops write one buffer per
-// result. The CUDA kernel family has a kernel for each of them (head dim 2: the row
-// attention kernels of attention_rows.cu; V = 5: the loss fused with its gradient).
+// result. The CUDA kernel family has a kernel for each of them (head dim 2: the packed
+// row attention kernels of attention_rows.cu; V = 5: the loss fused with its gradient).
 
 // CHECK-LABEL: exec.program @train_step
 // CHECK:       %x = exec.buffer "x" : !exec.buffer<1x4xi32, input>
 // CHECK:       exec.launch "numpy.embedding_out"(%x, %transformer_wte_weight) outs(%{{.*}}) : (!exec.buffer<1x4xi32, input>, !exec.buffer<5x4xf32, param>) -> (!exec.buffer<1x4x4xf32, tmp>)
-// CHECK:       exec.launch "numpy.split_out"(%{{.*}}) outs(%{{.*}}, %{{.*}}, %{{.*}}) params {axis = 2 : i64, sizes = array<i64: 4, 4, 4>}
-// CHECK:       exec.launch "numpy.scaled_dot_product_attention_out"(%[[Q:.*]], %[[K:.*]], %[[V:.*]], %rng_offset) outs(%[[O:.*]], %[[LSE:.*]]) params {causal = true, scale = 0.70710678118654746 : f64, dropout_p = 1.000000e-01 : f64, seed = 2 : i64}
+// CHECK-NOT:   numpy.split_out
+// CHECK:       exec.launch "numpy.gemm_epilogue_out"(%{{.*}}, %transformer_h_0_attn_c_attn_weight, %transformer_h_0_attn_c_attn_bias) outs(%[[QKV:.*]]) params
+// CHECK-NEXT:  exec.launch "numpy.packed_qkv_attention_out"(%[[QKV]], %rng_offset) outs(%[[O:.*]], %[[LSE:.*]]) params {causal = true, scale = 0.70710678118654746 : f64, dropout_p = 1.000000e-01 : f64, seed = 2 : i64, num_heads = 2 : i64} : (!exec.buffer<1x4x12xf32, tmp>, !exec.buffer<i64, state>) -> (!exec.buffer<1x4x4xf32, tmp>, !exec.buffer<1x2x4xf32, tmp>)
+// CHECK-NEXT:  exec.launch "numpy.gemm_epilogue_out"(%[[O]], %transformer_h_0_attn_c_proj_weight, %transformer_h_0_attn_c_proj_bias)
 // CHECK-NOT:   numpy.softmax
 // CHECK:       exec.launch "numpy.add_layer_norm_out"(%{{.*}}, %{{.*}}, %transformer_h_0_ln_2_weight, %transformer_h_0_ln_2_bias) outs(%[[S:.*]], %[[Y:.*]], %[[M:.*]], %[[R:.*]]) params {eps = 1.000000e-05 : f64}
 // CHECK:       exec.launch "numpy.gemm_epilogue_out"(%[[Y]], %transformer_h_0_mlp_c_fc_weight, %transformer_h_0_mlp_c_fc_bias) outs(%{{.*}}, %{{.*}}) params {act = "gelu", transpose_b = true} : (!exec.buffer<1x4x4xf32, tmp>
 // CHECK:       exec.launch "numpy.add_layer_norm_out"(%[[S]], %{{.*}}, %transformer_ln_f_weight, %transformer_ln_f_bias)
 // CHECK:       exec.launch "numpy.cross_entropy_with_grad_out"
 // CHECK:       exec.launch "numpy.layer_norm_grad_out"(%{{.*}}, %[[S]], %[[M]], %[[R]], %transformer_h_0_ln_2_weight) outs(%{{.*}}, %dtransformer_h_0_ln_2_weight, %dtransformer_h_0_ln_2_bias)
-// CHECK:       exec.launch "numpy.scaled_dot_product_attention_grad_out"(%{{.*}}, %[[Q]], %[[K]], %[[V]], %[[O]], %[[LSE]], %rng_offset) outs(%{{.*}}, %{{.*}}, %{{.*}}) params {causal = true, scale = 0.70710678118654746 : f64, dropout_p = 1.000000e-01 : f64, seed = 2 : i64}
-// CHECK:       exec.launch "numpy.concat_out"
+// CHECK-NOT:   numpy.transpose_out
+// CHECK:       exec.launch "numpy.packed_qkv_attention_grad_out"(%{{.*}}, %[[QKV]], %[[O]], %[[LSE]], %rng_offset) outs(%[[DQKV:.*]]) params {causal = true, scale = 0.70710678118654746 : f64, dropout_p = 1.000000e-01 : f64, seed = 2 : i64, num_heads = 2 : i64}
+// CHECK-NEXT:  exec.launch "numpy.matmul_out"(%[[DQKV]], %transformer_h_0_attn_c_attn_weight)
+// CHECK-NOT:   numpy.concat_out
 // CHECK:       exec.launch "numpy.embedding_grad_out"(%{{.*}}, %x) outs(%{{.*}}) params {num_embeddings = 5 : i64}
 // CHECK:       exec.output "loss"
 
 // CUDA-LABEL: exec.program @train_step
 // CUDA:       exec.launch "cuda.embedding_f32_i32"(%x, %transformer_wte_weight)
-// CUDA:       exec.launch "cuda.scaled_dot_product_attention_rows_f32"(%[[Q:.*]], %[[K:.*]], %[[V:.*]], %rng_offset) outs(%[[O:.*]], %[[LSE:.*]]) params {causal = true, scale = 0.70710678118654746 : f64, dropout_p = 1.000000e-01 : f64, seed = 2 : i64}
+// CUDA-NOT:   cuda.split
+// CUDA:       exec.launch "cuda.packed_qkv_attention_rows_f32"(%[[QKV:.*]], %rng_offset) outs(%[[O:.*]], %[[LSE:.*]]) params {causal = true, scale = 0.70710678118654746 : f64, dropout_p = 1.000000e-01 : f64, seed = 2 : i64, num_heads = 2 : i64}
 // CUDA:       exec.launch "cuda.add_layer_norm_f32"(%{{.*}}, %{{.*}}, %transformer_h_0_ln_2_weight, %transformer_h_0_ln_2_bias) outs(%[[S:.*]], %{{.*}}, %[[M:.*]], %[[R:.*]]) params {eps = 1.000000e-05 : f64}
 // CUDA:       exec.launch "cuda.add_layer_norm_f32"(%[[S]], %{{.*}}, %transformer_ln_f_weight, %transformer_ln_f_bias)
 // CUDA:       exec.launch "cuda.cross_entropy_with_grad_f32_i32"
 // CUDA:       exec.launch "cuda.layer_norm_grad_f32"(%{{.*}}, %[[S]], %[[M]], %[[R]], %transformer_h_0_ln_2_weight) outs(%{{.*}}, %dtransformer_h_0_ln_2_weight, %dtransformer_h_0_ln_2_bias)
-// CUDA:       exec.launch "cuda.scaled_dot_product_attention_grad_rows_f32"(%{{.*}}, %[[Q]], %[[K]], %[[V]], %[[O]], %[[LSE]], %rng_offset)
+// CUDA-NOT:   cuda.permute
+// CUDA-NOT:   cuda.transpose
+// CUDA:       exec.launch "cuda.packed_qkv_attention_grad_rows_f32"(%{{.*}}, %[[QKV]], %[[O]], %[[LSE]], %rng_offset)
+// CUDA-NOT:   cuda.concat
 // CUDA:       exec.launch "cuda.embedding_grad_f32_i32"(%{{.*}}, %x) outs(%{{.*}}) params {num_embeddings = 5 : i64}
 // CUDA:       exec.output "loss"
 

@@ -6,6 +6,10 @@ q, k, v [B, H, T, d] are BH = B H rows of T queries (keys) of d columns. Forward
 (BH, ceil(T / 64)), 128 threads, 4 (3 x 64 d + 64 x 64) bytes of dynamic shared memory.
 Backward: the delta pre-pass D = rowsum(dout o out) into a workspace, then one block per
 (bh, 64-row tile) computing that tile's dk, dv and dq (128 threads, 256 for d = 128).
+
+The packed launchers (graph.packed_qkv_attention and its gradient) run the same kernels on
+the heads of qkv [N, T, 3D] in place: BH = N H rows of T, out and dout [N, T, D], dqkv
+[N, T, 3D].
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from aicfc.runtime.registry import KernelSpec
 TILE = 64
 """attention.cu's query and key tile."""
 DELTA_KERNEL = "cuda.attention_bwd_delta_f32"
+DELTA_PACKED_KERNEL = "cuda.attention_bwd_delta_packed_f32"
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,15 @@ def attention_problem(
     if tuple(q.shape[:-2]) != tuple(k.shape[:-2]) or int(k.shape[-1]) != d:
         raise CudaKernelError(f"{where}: q is {describe([q])} but k, v are {describe([k])}")
     bh = numel(q) // (t * d) if t * d else 0
+    return attention_params(spec, bh, t, s, d, offset, params)
+
+
+def attention_params(
+    spec: KernelSpec, bh: int, t: int, s: int, d: int, offset: Any, params: Params
+) -> Attention:
+    """The attention of BH rows of T queries and S keys of d columns with the parameters
+    read (attention_problem's); CudaKernelError naming the kernel for a bad p or offset."""
+    where = f'kernel "{spec.name}"'
     p = float(param(params, "dropout_p", 0.0))
     if not 0.0 <= p < 1.0:
         raise CudaKernelError(f"{where}: dropout_p = {p} is outside [0, 1)")
@@ -99,14 +113,17 @@ def attention_problem(
 
 def tiled_geometry(spec: KernelSpec, a: Attention) -> tuple[int, int]:
     """The grid (BH, ceil(T / 64)) of the tiled kernels; CudaKernelError unless S = T and
-    d is the head dim the entry is compiled for (its `last_dims` constraint: one symbol
-    per head dim, checked again for hand-written IR)."""
+    d is the head dim the entry is compiled for (its `last_dims` or, packed, its
+    `packed_head_dim_range` constraint: one symbol per head dim, checked again for
+    hand-written IR)."""
     if a.s != a.t:
         raise CudaKernelError(
             f'kernel "{spec.name}": the tiled kernels take as many keys as queries '
             f"(T = {a.t}, S = {a.s})"
         )
-    dims = {d for _, sizes in spec.constraints.last_dims for d in sizes}
+    c = spec.constraints
+    dims = {d for _, sizes in c.last_dims for d in sizes}
+    dims |= {lo for _, lo, hi in c.packed_head_dim_range if lo == hi}
     if a.d not in dims:
         raise CudaKernelError(
             f'kernel "{spec.name}": head dim {a.d}; the kernel is compiled for '
@@ -180,6 +197,89 @@ def launch_attention_grad(
         (attention_bwd_threads(a.d),),
         [q, k, v, dout, lse, offset, *outs, ws],
         a.tiled_scalars(),
+        shared_mem=attention_bwd_shared(a.d),
+        keepalive=[ws],
+    )
+    return [delta, grads]
+
+
+# --- packed qkv (graph.packed_qkv_attention): the heads of qkv [N, T, 3D] in place ----------
+
+
+def packed_problem(
+    spec: KernelSpec, qkv: Any, offset: Any, params: Params
+) -> tuple[Attention, int]:
+    """(the attention of the heads of qkv [N, T, 3 H d], H) with H = num_heads; the
+    parameters as attention_problem reads them. CudaKernelError naming the kernel for a
+    qkv that is not [N, T, 3 H d]."""
+    heads = int(param(params, "num_heads", 0))
+    shape = tuple(int(x) for x in qkv.shape)
+    if len(shape) != 3 or heads < 1 or shape[2] % (3 * heads) or not shape[2]:
+        raise CudaKernelError(
+            f'kernel "{spec.name}": qkv is {describe([qkv])}; expected [N, T, 3 H d] with '
+            f"H = num_heads = {heads}"
+        )
+    n, t, w = shape
+    return attention_params(spec, n * heads, t, t, w // (3 * heads), offset, params), heads
+
+
+def packed_scalars(a: Attention, heads: int) -> dict[str, object]:
+    """The packed kernels' scalars: the plain ones and H."""
+    return {**a.scalars(), "H": heads}
+
+
+def launch_packed_attention(
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
+) -> list[Launch]:
+    """(qkv [N, T, 3D], offset []?) -> (out [N, T, D], lse [N, H, T])."""
+    qkv = ins[0]
+    offset = ins[1] if len(ins) > 1 else None
+    a, heads = packed_problem(spec, qkv, offset, params)
+    grid = tiled_geometry(spec, a)
+    out, lse = outs
+    expect_numel(spec, numel(qkv) // 3, out=out)
+    expect_numel(spec, a.bh * a.t, lse=lse)
+    return [
+        kernel_launch(
+            spec,
+            grid,
+            (128,),
+            [qkv, offset, out, lse],
+            packed_scalars(a, heads),
+            shared_mem=attention_fwd_shared(a.d),
+        )
+    ]
+
+
+def launch_packed_attention_grad(
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
+) -> list[Launch]:
+    """(dout [N, T, D], qkv [N, T, 3D], out [N, T, D], lse [N, H, T], offset []?) ->
+    (dqkv [N, T, 3D]): the delta pre-pass over out, dout, then the tiled backward."""
+    dout, qkv, out, lse = ins[:4]
+    offset = ins[4] if len(ins) > 4 else None
+    a, heads = packed_problem(spec, qkv, offset, params)
+    grid = tiled_geometry(spec, a)
+    (dqkv,) = outs
+    expect_numel(spec, numel(qkv) // 3, dout=dout, out=out)
+    expect_numel(spec, numel(qkv), dqkv=dqkv)
+    expect_numel(spec, a.bh * a.t, lse=lse)
+    rows = a.bh * a.t
+    ws = ctx.workspace(4 * rows)
+    delta = kernel_launch(
+        registry.get(DELTA_PACKED_KERNEL),
+        attention_delta_grid(rows, a.d),
+        (256,),
+        [out, dout, ws],
+        {"rows": rows, "d": a.d, "H": heads, "T": a.t},
+        keepalive=[ws],
+    )
+    grads = kernel_launch(
+        spec,
+        grid,
+        (attention_bwd_threads(a.d),),
+        [qkv, dout, lse, offset, dqkv, ws],
+        packed_scalars(a, heads),
         shared_mem=attention_bwd_shared(a.d),
         keepalive=[ws],
     )

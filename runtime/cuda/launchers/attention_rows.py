@@ -4,13 +4,19 @@ to 128 and any key length (the general kernels beside attention.cu's tiled ones)
 Forward: grid (BH, ceil(T / 8)), 256 threads (8 warps, a query row each). Backward: the
 dq kernel (a warp per query row, writing Delta = rowsum(dout o out) into a workspace),
 then the dk/dv kernel (a warp per key row, reading Delta), in that order on one stream.
+The packed launchers run the same on the heads of qkv [N, T, 3D] in place (S = T).
 """
 
 from __future__ import annotations
 
 from aicfc.runtime import registry
 from aicfc.runtime.cuda.abi import CudaKernelError, Launch, kernel_launch
-from aicfc.runtime.cuda.launchers.attention import Attention, attention_problem
+from aicfc.runtime.cuda.launchers.attention import (
+    Attention,
+    attention_problem,
+    packed_problem,
+    packed_scalars,
+)
 from aicfc.runtime.cuda.launchers.common import (
     Buffers,
     LoadContext,
@@ -24,6 +30,7 @@ from aicfc.runtime.registry_cuda import ATTENTION_ROWS_MAX_D
 
 WARPS = 8
 DKDV_KERNEL = "cuda.attention_rows_bwd_dkdv_f32"
+DKDV_PACKED_KERNEL = "cuda.attention_rows_bwd_dkdv_packed_f32"
 
 
 def _checked(spec: KernelSpec, a: Attention) -> Attention:
@@ -81,6 +88,57 @@ def launch_attention_rows_grad(
         (32 * WARPS,),
         [q, k, v, dout, lse, offset, dk, dv, ws],
         a.scalars(),
+        keepalive=[ws],
+    )
+    return [first, second]
+
+
+def launch_packed_attention_rows(
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
+) -> list[Launch]:
+    """(qkv [N, T, 3D], offset []?) -> (out [N, T, D], lse [N, H, T]): the heads in place."""
+    qkv = ins[0]
+    offset = ins[1] if len(ins) > 1 else None
+    a, heads = packed_problem(spec, qkv, offset, params)
+    a = _checked(spec, a)
+    out, lse = outs
+    expect_numel(spec, numel(qkv) // 3, out=out)
+    expect_numel(spec, a.bh * a.t, lse=lse)
+    grid = (a.bh, cdiv(a.t, WARPS))
+    scalars = packed_scalars(a, heads)
+    return [kernel_launch(spec, grid, (32 * WARPS,), [qkv, offset, out, lse], scalars)]
+
+
+def launch_packed_attention_rows_grad(
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
+) -> list[Launch]:
+    """(dout [N, T, D], qkv [N, T, 3D], out [N, T, D], lse [N, H, T], offset []?) ->
+    (dqkv [N, T, 3D]): the dq kernel (writing Delta), then the dk/dv kernel."""
+    dout, qkv, out, lse = ins[:4]
+    offset = ins[4] if len(ins) > 4 else None
+    a, heads = packed_problem(spec, qkv, offset, params)
+    a = _checked(spec, a)
+    (dqkv,) = outs
+    expect_numel(spec, numel(qkv) // 3, dout=dout, out=out)
+    expect_numel(spec, numel(qkv), dqkv=dqkv)
+    expect_numel(spec, a.bh * a.t, lse=lse)
+    ws = ctx.workspace(4 * a.bh * a.t)
+    scalars = packed_scalars(a, heads)
+    grid = (a.bh, cdiv(a.t, WARPS))
+    first = kernel_launch(
+        spec,
+        grid,
+        (32 * WARPS,),
+        [qkv, dout, out, lse, offset, dqkv, ws],
+        scalars,
+        keepalive=[ws],
+    )
+    second = kernel_launch(
+        registry.get(DKDV_PACKED_KERNEL),
+        grid,
+        (32 * WARPS,),
+        [qkv, dout, lse, offset, dqkv, ws],
+        scalars,
         keepalive=[ws],
     )
     return [first, second]

@@ -8,7 +8,8 @@ and row sum, lse = max + log(sum) from that same sum (the reference recomputes
 exp(s - max), bitwise the same values), the gradient's probabilities exp(s - lse)
 and its products in work arrays of the scores' shape, so the results are bitwise the
 reference's and a step allocates nothing. Dropout (an `offset` operand, dropout_p >
-0) runs the reference.
+0) runs the reference. The packed forms (graph.packed_qkv_attention and its gradient)
+copy the heads into work arrays as the reference does and run the same steps.
 """
 
 from __future__ import annotations
@@ -131,5 +132,74 @@ def scaled_dot_product_attention_grad(
         np.multiply(scale, dq, out=dq)
         np.matmul(dst, q, out=dk)
         np.multiply(scale, dk, out=dk)
+
+    return step
+
+
+def _head_views(x: np.ndarray, heads: int) -> np.ndarray:
+    """[N, T, H d] -> the [N, H, T, d] view of its heads (no copy)."""
+    n, t, w = x.shape
+    return x.reshape(n, t, heads, w // heads).transpose(0, 2, 1, 3)
+
+
+def _packed(qkv: np.ndarray, params: Params) -> tuple[int, tuple[int, int, int, int]]:
+    """(H, the heads' shape [N, H, T, d]) of qkv [N, T, 3 H d]; Unsupported otherwise."""
+    is_float(qkv)
+    heads = int(param(params, "num_heads", 0))  # type: ignore[call-overload]
+    if qkv.ndim != 3 or heads < 1 or qkv.shape[2] % (3 * heads):
+        raise Unsupported(f"qkv {list(qkv.shape)} with {heads} heads")
+    n, t, w = qkv.shape
+    return heads, (n, heads, t, w // (3 * heads))
+
+
+def packed_qkv_attention(ins: Arrays, outs: Arrays, params: Params, scratch: Scratch) -> Step:
+    """(out [N, T, D], lse [N, H, T]) of qkv [N, T, 3D]: the reference's order, i.e. the
+    heads copied out contiguous, scaled_dot_product_attention's step, the heads merged."""
+    expect(ins, 1, "inputs")
+    expect(outs, 2, "outputs")
+    (qkv,) = ins
+    heads, shape = _packed(qkv, params)
+    out, lse = outs
+    same_layout(out, (*qkv.shape[:2], qkv.shape[2] // 3), qkv.dtype, "the output")
+    parts = [_head_views(x, heads) for x in np.split(qkv, 3, axis=-1)]
+    qkv_h = [scratch(shape, qkv.dtype, 10 + i) for i in range(3)]
+    o = scratch(shape, qkv.dtype, 13)
+    inner = scaled_dot_product_attention(qkv_h, [o, lse], params, scratch)
+    merged = _head_views(out, heads)
+
+    def step() -> None:
+        for dst, src in zip(qkv_h, parts, strict=True):
+            np.copyto(dst, src)
+        inner()
+        np.copyto(merged, o)
+
+    return step
+
+
+def packed_qkv_attention_grad(ins: Arrays, outs: Arrays, params: Params, scratch: Scratch) -> Step:
+    """dqkv [N, T, 3D] of (dout, qkv, out, lse): the heads copied out contiguous,
+    scaled_dot_product_attention_grad's step, dq, dk, dv copied into their thirds."""
+    expect(ins, 4, "inputs")
+    expect(outs, 1, "outputs")
+    dout, qkv, out, lse = ins
+    heads, shape = _packed(qkv, params)
+    (dqkv,) = outs
+    like(dqkv, qkv, "dqkv")
+    width = (*qkv.shape[:2], qkv.shape[2] // 3)
+    same_layout(dout, width, qkv.dtype, "the output gradient")
+    same_layout(out, width, qkv.dtype, "the saved output")
+    sources = [_head_views(x, heads) for x in (*np.split(qkv, 3, axis=-1), dout, out)]
+    copies = [scratch(shape, qkv.dtype, 10 + i) for i in range(5)]
+    grads = [scratch(shape, qkv.dtype, 15 + i) for i in range(3)]
+    q, k, v, g, o = copies
+    inner = scaled_dot_product_attention_grad([g, q, k, v, o, lse], grads, params, scratch)
+    targets = [_head_views(x, heads) for x in np.split(dqkv, 3, axis=-1)]
+
+    def step() -> None:
+        for dst, src in zip(copies, sources, strict=True):
+            np.copyto(dst, src)
+        inner()
+        for dst, src in zip(targets, grads, strict=True):
+            np.copyto(dst, src)
 
     return step

@@ -452,6 +452,22 @@ func.func @attention_grad_out(%q: tensor<1x2x8x4xf32>, %o: tensor<1x2x8x2xf32>, 
 
 // -----
 
+func.func @packed_attention_grad_out(%qkv: tensor<1x4x24xf32>, %o: tensor<1x4x8xf32>, %l: tensor<1x2x4xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.packed_qkv_attention_grad: grad must be tensor<1x4x8xf32>, got tensor<1x4x24xf32>
+  %d = autodiff.packed_qkv_attention_grad %qkv, %qkv, %o, %l heads = 2 causal scale = 0.5 : (tensor<1x4x24xf32>, tensor<1x4x24xf32>, tensor<1x4x8xf32>, tensor<1x2x4xf32>) -> tensor<1x4x24xf32>
+  func.return
+}
+
+// -----
+
+func.func @packed_attention_grad_lse(%qkv: tensor<1x4x24xf32>, %o: tensor<1x4x8xf32>, %l: tensor<1x4x2xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.packed_qkv_attention_grad: lse must be tensor<1x2x4xf32>, got tensor<1x4x2xf32>
+  %d = autodiff.packed_qkv_attention_grad %o, %qkv, %o, %l heads = 2 causal scale = 0.5 : (tensor<1x4x8xf32>, tensor<1x4x24xf32>, tensor<1x4x8xf32>, tensor<1x4x2xf32>) -> tensor<1x4x24xf32>
+  func.return
+}
+
+// -----
+
 func.func @attention_grad_lse(%q: tensor<1x2x8x4xf32>, %l: tensor<1x2x4xf32>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.scaled_dot_product_attention_grad: lse must be tensor<1x2x8xf32>, got tensor<1x2x4xf32>
   %dq, %dk, %dv = autodiff.scaled_dot_product_attention_grad %q, %q, %q, %q, %q, %l causal scale = 0.5 : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x4xf32>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>)

@@ -219,6 +219,20 @@ func.func @attention_grad(%do: tensor<1x2x8x16xf32>, %q: tensor<1x2x8x16xf32>, %
 // CHECK-NEXT: }
 }
 
+// CHECK-LABEL: func.func @packed_qkv_attention_grad
+// CHECK-SAME: (%do: tensor<2x8x32xf32>, %qkv: tensor<2x8x96xf32>, %y: tensor<2x8x32xf32>, %lse: tensor<2x2x8xf32>, %off: tensor<i64>) {
+func.func @packed_qkv_attention_grad(%do: tensor<2x8x32xf32>, %qkv: tensor<2x8x96xf32>, %y: tensor<2x8x32xf32>, %lse: tensor<2x2x8xf32>, %off: tensor<i64>) {
+  // CHECK-NEXT: %dqkv = autodiff.packed_qkv_attention_grad %do, %qkv, %y, %lse heads = 2 causal scale = 2.500000e-01 : (tensor<2x8x32xf32>, tensor<2x8x96xf32>, tensor<2x8x32xf32>, tensor<2x2x8xf32>) -> tensor<2x8x96xf32>
+  // GENERIC: %dqkv = "autodiff.packed_qkv_attention_grad"(%do, %qkv, %y, %lse) <{num_heads = 2 : i64, causal, scale = 2.500000e-01 : f64}> : (tensor<2x8x32xf32>, tensor<2x8x96xf32>, tensor<2x8x32xf32>, tensor<2x2x8xf32>) -> tensor<2x8x96xf32>
+  %dqkv = autodiff.packed_qkv_attention_grad %do, %qkv, %y, %lse heads = 2 causal scale = 0.25 : (tensor<2x8x32xf32>, tensor<2x8x96xf32>, tensor<2x8x32xf32>, tensor<2x2x8xf32>) -> tensor<2x8x96xf32>
+  // CHECK-NEXT: %dqkv2 = autodiff.packed_qkv_attention_grad %do, %qkv, %y, %lse offset %off heads = 2 causal scale = 2.500000e-01 dropout_p = 2.000000e-01 seed = 5 : (tensor<2x8x32xf32>, tensor<2x8x96xf32>, tensor<2x8x32xf32>, tensor<2x2x8xf32>, tensor<i64>) -> tensor<2x8x96xf32>
+  // GENERIC: %dqkv2 = "autodiff.packed_qkv_attention_grad"(%do, %qkv, %y, %lse, %off) <{num_heads = 2 : i64, causal, scale = 2.500000e-01 : f64, dropout_p = 2.000000e-01 : f64, seed = 5 : i64}> : (tensor<2x8x32xf32>, tensor<2x8x96xf32>, tensor<2x8x32xf32>, tensor<2x2x8xf32>, tensor<i64>) -> tensor<2x8x96xf32>
+  %dqkv2 = autodiff.packed_qkv_attention_grad %do, %qkv, %y, %lse offset %off heads = 2 causal scale = 0.25 dropout_p = 0.2 seed = 5 : (tensor<2x8x32xf32>, tensor<2x8x96xf32>, tensor<2x8x32xf32>, tensor<2x2x8xf32>, tensor<i64>) -> tensor<2x8x96xf32>
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
 // CHECK-LABEL: func.func @class_loss_grads
 // CHECK-SAME: (%x: tensor<2x8x65xf32>, %y: tensor<2x8xi32>, %dl: tensor<f32>) {
 func.func @class_loss_grads(%x: tensor<2x8x65xf32>, %y: tensor<2x8xi32>, %dl: tensor<f32>) {

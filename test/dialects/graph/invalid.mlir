@@ -381,6 +381,30 @@ func.func @attention_seed_without_dropout(%q: tensor<1x2x8x4xf32>) {
 
 // -----
 
+func.func @packed_attention_width(%qkv: tensor<2x8x50xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.packed_qkv_attention: qkv must be [N, T, 3 D] with D a multiple of heads = 2 (q, k, v of 2 heads each), got [2, 8, 50]
+  %o, %l = "graph.packed_qkv_attention"(%qkv) <{num_heads = 2 : i64, scale = 0.5 : f64}> : (tensor<2x8x50xf32>) -> (tensor<2x8x16xf32>, tensor<2x2x8xf32>)
+  func.return
+}
+
+// -----
+
+func.func @packed_attention_heads(%qkv: tensor<2x8x48xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.packed_qkv_attention: heads must be >= 1, got 0
+  %o, %l = "graph.packed_qkv_attention"(%qkv) <{num_heads = 0 : i64, scale = 0.5 : f64}> : (tensor<2x8x48xf32>) -> (tensor<2x8x16xf32>, tensor<2x0x8xf32>)
+  func.return
+}
+
+// -----
+
+func.func @packed_attention_lse(%qkv: tensor<2x8x48xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.packed_qkv_attention: result type is tensor<2x8x2xf32>, expected tensor<2x2x8xf32>
+  %o, %l = "graph.packed_qkv_attention"(%qkv) <{num_heads = 2 : i64, scale = 0.5 : f64}> : (tensor<2x8x48xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x2xf32>)
+  func.return
+}
+
+// -----
+
 func.func @attention_scale(%q: tensor<1x2x8x4xf32>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.scaled_dot_product_attention: scale must be finite, got inf
   %o, %l = graph.scaled_dot_product_attention %q, %q, %q causal scale = 0x7FF0000000000000 : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8xf32>)

@@ -50,7 +50,8 @@ def test_total_parameters_count_the_tied_head_once(fused: bool) -> None:
 
 def test_fused_attention_flops_and_properties() -> None:
     nodes = [n for n in report(True).nodes if not n.gradient]
-    attention = [n for n in nodes if n.kind == "ScaledDotProductAttention"]
+    # the attention chain fused, then its heads' layout folded in (packed_qkv_attention)
+    attention = [n for n in nodes if n.kind == "PackedQKVAttention"]
     assert len(attention) == CONFIG.blocks
     b, h, t, d = CONFIG.batch, CONFIG.heads, CONFIG.block_size, CONFIG.head_size
     for node in attention:

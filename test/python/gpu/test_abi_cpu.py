@@ -211,6 +211,17 @@ CASES: dict[str, tuple[list[Any], list[Any], dict[str, Any]]] = {
         [f(2, 3, 70, 64)] * 3,
         {"causal": True, "dropout_p": 0.1, "seed": 3},
     ),
+    # packed qkv [N, T, 3 H d] with H = 3 (head dim d filled in by `case`)
+    "graph.packed_qkv_attention": (
+        [i(dtype=np.int64)],
+        [],
+        {"num_heads": 3, "causal": True, "dropout_p": 0.1, "seed": 3},
+    ),
+    "autodiff.packed_qkv_attention_grad": (
+        [i(dtype=np.int64)],
+        [],
+        {"num_heads": 3, "causal": True, "dropout_p": 0.1, "seed": 3},
+    ),
     "graph.split": ([f(2, 5, 144)], [f(2, 5, 48)] * 3, {"axis": 2, "sizes": (48, 48, 48)}),
     "graph.concat": ([f(2, 5, 48)] * 3, [f(2, 5, 144)], {"axis": -1}),
     "graph.scale": ([f(8, 6)], [f(8, 6)], {"factor": 0.125}),
@@ -225,6 +236,7 @@ LAUNCHES = {
     "autodiff.layer_norm_grad": 2,
     "autodiff.embedding_grad": 2,
     "autodiff.scaled_dot_product_attention_grad": 2,
+    "autodiff.packed_qkv_attention_grad": 2,
     "graph.split": 3,
     "graph.concat": 3,
 }
@@ -268,6 +280,13 @@ def case(spec: registry.KernelSpec) -> tuple[list[Any], list[Any], dict[str, Any
     elif spec.op.endswith("scaled_dot_product_attention"):
         d = int(spec.name.rsplit("_d", 1)[1])
         ins, outs = [f(2, 3, 70, d)] * 3 + ins[3:], [f(2, 3, 70, d), outs[1]]
+    if "packed_qkv_attention" in spec.op:
+        d = 16 if "rows" in spec.name else int(spec.name.rsplit("_d", 1)[1])
+        qkv, out, lse = f(2, 70, 9 * d), f(2, 70, 3 * d), f(2, 3, 70)
+        if spec.op.endswith("_grad"):
+            ins, outs = [out, qkv, out, lse, *ins], [qkv]
+        else:
+            ins, outs = [qkv, *ins], [out, lse]
     if spec.transposes:
         ta, tb = spec.transposes[0]
         params = {**params, "transpose_a": ta, "transpose_b": tb}

@@ -78,13 +78,15 @@ def test_attention_dropout_follows_graph_dropouts_mask():
 
 
 def test_the_chain_is_fused_with_its_dropout():
-    """aicfc-fuse forms one graph.scaled_dot_product_attention carrying the layer's dropout
-    (so the step above ran the fused op's mask, forward and backward)."""
+    """aicfc-fuse forms one fused attention op carrying the layer's dropout (so the step
+    above ran the fused op's mask, forward and backward): graph.packed_qkv_attention, the
+    heads' layout around graph.scaled_dot_product_attention folded in."""
     aicfc.manual_seed(0)
     model = nn.CausalSelfAttention(D, H, block_size=T, dropout=P)
     prog = aicfc.compile(model, loss="mse", optimizer=optim.SGD(lr=0.5), backend="numpy")
     fused = prog.mlir("fused", batch_size=N)
-    assert fused.count("graph.scaled_dot_product_attention") == 1
+    assert fused.count("graph.packed_qkv_attention") == 1
+    assert "graph.scaled_dot_product_attention" not in fused
     assert "graph.softmax" not in fused and "graph.causal_mask" not in fused
     assert f"seed = {nn.dropout_key('attn_dropout')}" in fused and "causal" in fused
 

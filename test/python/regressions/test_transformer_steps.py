@@ -83,12 +83,14 @@ def test_every_pass_keeps_the_results(name: str) -> None:
         got, kinds = interpret(text, ",".join(PIPELINE[:k]), args)
         for key, value in want.items():
             assert rel_err(got[key], value) <= TOL, f"after {PIPELINE[:k]}: {key}"
-    fused = {g.ScaledDotProductAttentionOp, g.AddLayerNormOp, g.GemmEpilogueOp}
-    fused |= {ad.ScaledDotProductAttentionGradOp, ad.LayerNormGradOp}
+    fused = {g.PackedQKVAttentionOp, g.AddLayerNormOp, g.GemmEpilogueOp}
+    fused |= {ad.PackedQKVAttentionGradOp, ad.LayerNormGradOp}
     if c.bias:
         fused |= {ad.EpilogueGradOp}
     assert fused <= set(kinds), fused - set(kinds)
     assert g.SoftmaxOp not in kinds and g.CausalMaskOp not in kinds
+    # the heads are read from and written to the packed qkv in place
+    assert not {g.SplitOp, g.ConcatOp, g.ScaledDotProductAttentionOp} & set(kinds)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -143,7 +143,7 @@ def test_a_gpt_step_runs_only_bound_kernels_and_trains_bitwise_as_the_reference(
         assert fast.step(x, y) == ref.step(x, y), f"loss differs at step {step}"
     runs = fast.executable().runs
     assert "reference" not in runs and "copy" not in runs, sorted(set(runs))
-    assert {"attention:scaled_dot_product_attention_grad", "norm:layer_norm_grad"} <= set(runs)
+    assert {"attention:packed_qkv_attention_grad", "norm:layer_norm_grad"} <= set(runs)
     got, want = fast.state_dict(), ref.state_dict()
     assert got.keys() == want.keys()
     for key in want:

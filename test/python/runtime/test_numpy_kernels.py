@@ -367,6 +367,25 @@ CASES: dict[str, Case] = {
         {"scale": 0.5},
         3,
     ),
+    "packed_attention_heads3": Case(
+        "graph.packed_qkv_attention",
+        (normal(2, 5, 36),),
+        {"num_heads": 3, "scale": 0.5, "causal": True},
+        2,
+    ),
+    "packed_attention_head_dim_is_t": Case(  # heads [N, H, T, d] of the scores' shape
+        "graph.packed_qkv_attention", (normal(1, 4, 12),), {"num_heads": 1, "scale": 0.5}, 2
+    ),
+    "packed_attention_grad_heads3": Case(
+        "autodiff.packed_qkv_attention_grad",
+        (normal(2, 5, 12), normal(2, 5, 36), normal(2, 5, 12), normal(2, 3, 5)),
+        {"num_heads": 3, "scale": 0.5, "causal": True},
+    ),
+    "packed_attention_grad_head_dim_is_t": Case(
+        "autodiff.packed_qkv_attention_grad",
+        (normal(1, 4, 4), normal(1, 4, 12), normal(1, 4, 4), normal(1, 1, 4)),
+        {"num_heads": 1, "scale": 0.5},
+    ),
     "split": Case("graph.split", (normal(2, 3, 9),), {"axis": 2, "sizes": (3, 4, 2)}, 3),
     "split_int": Case(
         "graph.split", (ints(6, 2),), {"axis": 0, "sizes": (2, 4)}, 2, (np.int32, np.int64)
