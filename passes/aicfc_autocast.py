@@ -24,8 +24,8 @@ autocast to float16/bfloat16" and "... to float32"); docs/passes.md writes it do
             (torch: mm, matmul, linear, addmm, bmm)
     FP32    every low float operand cast to f32: softmax, reduce_sum, cross_entropy,
             mse_loss, layer_norm, add_layer_norm (torch: softmax, sum, nll_loss,
-            mse_loss, layer_norm), and scaled_dot_product_attention (torch lists it as
-            lower; ours stays f32 until a low-precision attention kernel keeps an f32
+            mse_loss, layer_norm), and scaled_dot_product_attention and
+            packed_qkv_attention (torch lists attention as lower; ours stays f32 until a low-precision attention kernel keeps an f32
             log-sum-exp for its backward)
     FOLLOW  float operands cast to operand 0's dtype: bias_add (the bias of torch's
             linear is cast with its product)
@@ -79,6 +79,7 @@ AUTOCAST_POLICY: dict[type[Operation], Policy] = {
     g.LayerNormOp: Policy.FP32,
     g.AddLayerNormOp: Policy.FP32,
     g.ScaledDotProductAttentionOp: Policy.FP32,
+    g.PackedQKVAttentionOp: Policy.FP32,
 }
 """Op class -> policy; a graph op not listed here is PROMOTE."""
 
