@@ -83,6 +83,9 @@ class Constraints:
     last_dim_range: (operand index, smallest, largest size of its last dim), e.g. the
                     classes of a wide-row loss kernel or a layer norm's D.
     equal_shapes:   operand indices that must all have one shape (attention's q, k, v).
+    max_matrix_rows: the first dim of every rank-2 operand at most this (0 = no limit): the
+                    fused MLP step's batch and layer widths.
+    max_operands:   at most this many operands (0 = no limit): a variadic op's size.
     """
 
     alignment: int = 1
@@ -101,6 +104,8 @@ class Constraints:
     last_dims: tuple[tuple[int, tuple[int, ...]], ...] = ()
     last_dim_range: tuple[tuple[int, int, int], ...] = ()
     equal_shapes: tuple[int, ...] = ()
+    max_matrix_rows: int = 0
+    max_operands: int = 0
 
     @property
     def is_gemm(self) -> bool:
@@ -250,6 +255,7 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ),
     ("autodiff.adam_step", _FLOATS, Constraints()),
     ("autodiff.sgd_step", _FLOATS, Constraints()),
+    ("autodiff.mlp_train_step", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
     ("autodiff.lr_schedule", ("i64",), Constraints()),
     ("autodiff.clip_grad_norm", _FLOATS, Constraints()),
     ("autodiff.accumulation_step", ("i64",), Constraints()),
