@@ -25,6 +25,7 @@ PASS_CLASSES: dict[str, str] = {
     "aicfc-fold-linear": "AicfcFoldLinearPass",
     "aicfc-fold-constants": "AicfcFoldConstantsPass",
     "aicfc-data-parallel": "AicfcDataParallelPass",
+    "aicfc-fuse-train-step": "AicfcFuseTrainStepPass",
 }
 """Registered passes: name -> class name in `aicfc.passes.<name with underscores>`."""
 

@@ -87,6 +87,7 @@ def _fuse_patterns() -> tuple[str, ...]:
 CHOICES: dict[tuple[str, str], Callable[[], tuple[str, ...]]] = {
     ("aicfc-fuse", "patterns"): _fuse_patterns,
     ("aicfc-lower-exec", "backend"): _backends,
+    ("aicfc-fuse-train-step", "backend"): _backends,
     ("aicfc-train-pipeline", "backend"): _backends,
 }
 """(pass, option) -> the allowed values of a string option (read from the tables that

@@ -48,6 +48,7 @@ AICFC_PASSES = [
     "aicfc-fold-inplace",
     "aicfc-fold-linear",
     "aicfc-fuse",
+    "aicfc-fuse-train-step",
     "aicfc-hoist-updates",
     "aicfc-lower-exec",
     "aicfc-plan-memory",
