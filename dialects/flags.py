@@ -120,8 +120,13 @@ SGD_PAIR = AliasPolicy("sgd_pair", ((0, 0), (1, 7)))
 # gradient it is computed from, the sum its running buffer.
 ACCUMULATE_PAIR = AliasPolicy("accumulate_pair", ((0, 0), (1, 1)))
 
+# mlp_train_step(x, labels, dloss, 7 hyperparameters and flags, per layer its params and
+# states) -> (loss, their next values): result 1 + j may overwrite operand 10 + j (up to
+# 8 layers of 8; aicfc-fold-inplace skips pairs past an instance's operands).
+TRAIN_STEP_STATE = AliasPolicy("train_step_state", tuple((1 + j, 10 + j) for j in range(64)))
+
 ALIAS_POLICIES: dict[str, AliasPolicy] = {
-    p.name: p for p in (OUT0_IN0, ADAM_TRIPLET, SGD_PAIR, ACCUMULATE_PAIR)
+    p.name: p for p in (OUT0_IN0, ADAM_TRIPLET, SGD_PAIR, ACCUMULATE_PAIR, TRAIN_STEP_STATE)
 }
 
 

@@ -27,6 +27,7 @@ PASS_CLASSES: dict[str, str] = {
     "aicfc-autocast": "AicfcAutocastPass",
     "aicfc-loss-scale": "AicfcLossScalePass",
     "aicfc-data-parallel": "AicfcDataParallelPass",
+    "aicfc-fuse-train-step": "AicfcFuseTrainStepPass",
 }
 """Registered passes: name -> class name in `aicfc.passes.<name with underscores>`."""
 

@@ -25,8 +25,9 @@ autocast to float16/bfloat16" and "... to float32"); docs/passes.md writes it do
     FP32    every low float operand cast to f32: softmax, reduce_sum, cross_entropy,
             mse_loss, layer_norm, add_layer_norm (torch: softmax, sum, nll_loss,
             mse_loss, layer_norm), and scaled_dot_product_attention and
-            packed_qkv_attention (torch lists attention as lower; ours stays f32 until a low-precision attention kernel keeps an f32
-            log-sum-exp for its backward)
+            packed_qkv_attention (torch lists attention as lower; ours stays f32
+            until a low-precision attention kernel keeps an f32 log-sum-exp for its
+            backward)
     FOLLOW  float operands cast to operand 0's dtype: bias_add (the bias of torch's
             linear is cast with its product)
     PROMOTE (every other graph op) the widest float operand dtype (torch's type

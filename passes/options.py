@@ -101,6 +101,7 @@ CHOICES: dict[tuple[str, str], Callable[[], tuple[str, ...]]] = {
     ("aicfc-autocast", "dtype"): _autocast_dtypes,
     ("aicfc-fuse", "patterns"): _fuse_patterns,
     ("aicfc-lower-exec", "backend"): _backends,
+    ("aicfc-fuse-train-step", "backend"): _backends,
     ("aicfc-train-pipeline", "backend"): _backends,
 }
 """(pass, option) -> the allowed values of a string option (read from the tables that

@@ -15,6 +15,8 @@ stage "graph".
                    and a product feeding one autodiff.gemm_epilogue_grad
     canonical      xDSL's canonicalize, aicfc-fold-constants and cse (constants folded,
                    duplicate constants and products merged)
+    fused-step     aicfc-fuse-train-step: a small MLP's whole step becomes one
+                   autodiff.mlp_train_step where the backend's kernel for it wins
     hoisted        aicfc-hoist-updates: each optimizer update right after its gradients
                    and its parameter's last reader
     exec           aicfc-lower-exec{backend=...}: exec.program with buffers and launches
@@ -89,6 +91,7 @@ def train_pipeline(
         Step("backward", "aicfc-expand-backward"),
         Step("fused-backward", "aicfc-fuse"),
         Step("canonical", "canonicalize,aicfc-fold-constants,cse"),
+        Step("fused-step", f"aicfc-fuse-train-step{{backend={family}}}"),
         Step("hoisted", "aicfc-hoist-updates"),
         Step("exec", f"aicfc-lower-exec{{{lower}}}"),
         Step("inplace", f"aicfc-fold-inplace{{enable={inplace_opt}}}"),
@@ -109,8 +112,9 @@ def with_data_parallel(
 
     The "hoisted" step is left out: aicfc-hoist-updates moves each update next to its
     gradients, between launches that still write gradients the all-reduce must average
-    first, so the updates stay after the backward, where the buckets end."""
-    steps = tuple(s for s in steps if s.stage != "hoisted")
+    first, so the updates stay after the backward, where the buckets end. So is
+    "fused-step": a fused train step has no gradients for the all-reduce to average."""
+    steps = tuple(s for s in steps if s.stage not in ("hoisted", "fused-step"))
     stages = [s.stage for s in steps]
     if "exec" not in stages or DATA_PARALLEL_STAGE in stages:
         raise ValueError(

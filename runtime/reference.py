@@ -35,6 +35,8 @@ from xdsl.ir import Operation
 
 from aicfc.dialects import autodiff as ad
 from aicfc.dialects import graph as g
+from aicfc.dialects.activation_table import FACTS as ACTIVATION_ROWS
+from aicfc.dialects.activation_table import Saved
 from aicfc.dialects.graph import ACTIVATIONS, Activation
 from aicfc.dialects.schedule_table import segment_values, split_kinds
 
@@ -641,6 +643,58 @@ def adam_step(
     return new_param, m, v, np.asarray(t, dtype=step.dtype)
 
 
+def mlp_train_step(
+    *operands: Array,
+    acts: str,
+    bias: tuple[int, ...],
+    decoupled_weight_decay: bool = False,
+) -> tuple[Array, ...]:
+    """The train step of an MLP chain (autodiff.mlp_train_step): the unfused program's ops
+    in its order, each by its reference function, so the fused op computes exactly what
+    they compute.
+
+    operands: x [M, K0], labels [M], dloss [], lr, beta1, beta2, eps, weight_decay,
+    grad_scale, apply, then per layer: weight [N, K], its exp_avg, exp_avg_sq and step,
+    and where `bias[l]` the bias [N] with its three. Layer l: h = act_l(h W^T + b), acts
+    comma-separated ("relu,none"); the last layer's act is none (its output is the
+    logits). Results: the cross-entropy loss, then per layer the next values of its
+    parameters and states (operand order).
+    """
+    x, y, dloss = operands[:3]
+    hyper = operands[3:10]
+    decoupled = decoupled_weight_decay
+    layers: list[tuple[Array, ...]] = []
+    at = 10
+    for has_bias in bias:
+        n = 8 if has_bias else 4
+        layers.append(tuple(operands[at : at + n]))
+        at += n
+    saved: list[Array] = []  # what each layer's activation gradient reads
+    inputs = [x]
+    names = acts.split(",")
+    for layer, act in zip(layers, names, strict=True):
+        b = layer[4] if len(layer) == 8 else None
+        h, z = gemm_epilogue(inputs[-1], layer[0], b, act=act, transpose_b=True)
+        row = ACTIVATION_ROWS.get(act)
+        saved.append(z if row is not None and row.saves == Saved.INPUT else h)
+        inputs.append(h)
+    loss, dz, db = cross_entropy_with_grad(inputs[-1], y, dloss)
+    results: list[tuple[Array, ...]] = []
+    for li in range(len(layers) - 1, -1, -1):
+        layer = layers[li]
+        (dw,) = matmul(dz, inputs[li], transpose_a=True)
+        new = adam_step(layer[0], dw, *layer[1:4], *hyper, decoupled_weight_decay=decoupled)
+        if len(layer) == 8:
+            new += adam_step(layer[4], db, *layer[5:8], *hyper, decoupled_weight_decay=decoupled)
+        results.append(new)
+        if li and names[li - 1] == "none":
+            (dz,) = matmul(dz, layer[0])
+            db = np.sum(dz, axis=0).astype(dz.dtype)
+        elif li:
+            dz, db = gemm_epilogue_grad(dz, layer[0], saved[li - 1], act=names[li - 1])
+    return (loss, *(a for r in reversed(results) for a in r))
+
+
 def sgd_step(
     param: Array,
     grad: Array,
@@ -875,6 +929,7 @@ _TABLE: dict[type[Operation], RefFn] = {
     ad.UnscaleGradOp: unscale_grad,
     ad.AmpSelectOp: amp_select,
     ad.UpdateScaleOp: update_scale,
+    ad.MlpTrainStepOp: mlp_train_step,
     ad.LrScheduleOp: lr_schedule,
     ad.ClipGradNormOp: clip_grad_norm,
     ad.AccumulationStepOp: accumulation_step,

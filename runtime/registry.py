@@ -85,6 +85,9 @@ class Constraints:
     equal_shapes:   operand indices that must all have one shape (attention's q, k, v).
     packed_head_dim_range: (operand index of a packed qkv [N, T, 3 H d], smallest, largest
                     head dim d, with H the `num_heads` parameter), e.g. packed attention's.
+    max_matrix_rows: the first dim of every rank-2 operand at most this (0 = no limit): the
+                    fused MLP step's batch and layer widths.
+    max_operands:   at most this many operands (0 = no limit): a variadic op's size.
     """
 
     alignment: int = 1
@@ -104,6 +107,8 @@ class Constraints:
     last_dim_range: tuple[tuple[int, int, int], ...] = ()
     equal_shapes: tuple[int, ...] = ()
     packed_head_dim_range: tuple[tuple[int, int, int], ...] = ()
+    max_matrix_rows: int = 0
+    max_operands: int = 0
 
     @property
     def is_gemm(self) -> bool:
@@ -259,6 +264,7 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("autodiff.unscale_grad", _FLOATS, Constraints()),
     ("autodiff.amp_select", _NUMBERS, Constraints()),
     ("autodiff.update_scale", ("f32",), Constraints()),
+    ("autodiff.mlp_train_step", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
     ("autodiff.lr_schedule", ("i64",), Constraints()),
     ("autodiff.clip_grad_norm", _FLOATS, Constraints()),
     ("autodiff.accumulation_step", ("i64",), Constraints()),

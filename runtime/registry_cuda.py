@@ -924,6 +924,35 @@ _LAYOUT_OPS = [
        flags=_INPLACE, launcher="launch_causal_mask"),
 ]  # fmt: skip
 
+# The whole train step of a small MLP in one persistent kernel (kernels/mlp_fused.cu;
+# aicfc-fuse-train-step forms the op only where this entry takes it): batch and every
+# layer's width at most 256 (the first dim of x and of each weight), at most 8 layers
+# (10 + 8 * 8 operands), int32 labels, f64 hyperparameters and f32 control scalars.
+# "grid_sync": its blocks wait for each other (a grid barrier), so they must all be
+# resident (the launcher's grid is at most one block per multiprocessor).
+MLP_STEP_MAX_ROWS = 256
+_MLP_STEP = [
+    _k(
+        "mlp_train_step_f32",
+        "autodiff.mlp_train_step",
+        "mlp_fused.cu",
+        "aicfc_mlp_train_step_f32",
+        (("meta", "uint64_t"),),
+        constraints=Constraints(
+            operand_dtypes=(
+                (1, ("i32",)),
+                *((i, _F64_HYPERPARAMETERS) for i in range(3, 8)),
+                (8, F32),
+                (9, F32),
+            ),
+            max_matrix_rows=MLP_STEP_MAX_ROWS,
+            max_operands=10 + 8 * 8,
+        ),
+        flags=("inplace_ok", "workspace", "grid_sync", "fused"),
+        launcher="launch_mlp_train_step",
+    ),
+]
+
 KERNELS: tuple[KernelSpec, ...] = (
     *_GEMMS,
     *_CUBLASLT,
@@ -943,5 +972,6 @@ KERNELS: tuple[KernelSpec, ...] = (
     *_PACKED_ATTENTION,
     *_MANY_CLASSES,
     *_LAYOUT_OPS,
+    *_MLP_STEP,
 )
 """Every CUDA kernel; runtime/registry.py appends these to its REGISTRY."""

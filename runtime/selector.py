@@ -237,6 +237,12 @@ def refusal(spec: KernelSpec, problem: Problem, capability: Capability) -> str |
         d = shape[-1] // (3 * heads) if shape and isinstance(heads, int) and heads > 0 else None
         if d is None or not least <= d <= most:
             return f"operand #{index} has head dim {d}, outside [{least}, {most}]"
+    if c.max_operands and len(problem.input_shapes) > c.max_operands:
+        return f"{len(problem.input_shapes)} operands, more than {c.max_operands}"
+    if c.max_matrix_rows:
+        for i, shape in enumerate(problem.input_shapes):
+            if len(shape) == 2 and shape[0] > c.max_matrix_rows:
+                return f"operand #{i} has {shape[0]} rows, more than {c.max_matrix_rows}"
     if c.equal_shapes:
         shapes = {problem.input_shapes[i] for i in c.equal_shapes if i < len(problem.input_shapes)}
         if len(shapes) > 1:

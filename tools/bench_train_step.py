@@ -17,7 +17,12 @@ inside the jitted loss, log-softmax in fp32, the optimizer on the fp32 params).
 Frameworks, one process, one GPU, the same data:
     aicfc-graph     aicfc.Program on CupyBackend: the whole step is one CUDA graph
                     (kernels by the selector's rules; no autotune cache) whose
-                    independent launches are parallel branches (runtime/schedule.py)
+                    independent launches are parallel branches (runtime/schedule.py);
+                    at small (every width and the batch <= 256) the whole step is one
+                    persistent kernel, cuda.mlp_train_step_f32 (aicfc-fuse-train-step,
+                    kernels/mlp_fused.cu; issue 14's way 2): 1 graph node
+    aicfc-layers    aicfc-graph without aicfc-fuse-train-step: the per-layer kernels
+                    (issue 14's way 1, the default before the fused step)
     aicfc-first     the same with the pipeline of the first measured graph: arena reuse
                     by program order (aicfc-plan-memory{branches=false}), no
                     gemm_epilogue_grad fusion, no aicfc-hoist-updates, device-input
@@ -86,6 +91,7 @@ FRAMEWORKS = (
     "aicfc-first",
     "aicfc-plan",
     "aicfc-fused",
+    "aicfc-layers",
     "aicfc-graph",
     "aicfc-loop",
     "aicfc-chain",
@@ -188,19 +194,20 @@ def torch_timer(enqueue: Callable[[], None], steps: int) -> list[float]:
 # ----------------------------------------------------------------------------
 
 
-VARIANTS = ("first", "plan", "fused")
+VARIANTS = ("first", "plan", "fused", "layers")
 """Pipelines of the earlier rows of issue 14's table (see the module docstring)."""
 
 
 def variant_steps(steps: tuple[Any, ...], variant: str) -> tuple[Any, ...]:
-    """The train pipeline `steps` as `variant` ran it: "first", "plan", "fused" or ""."""
+    """The train pipeline `steps` as `variant` ran it: "first", "plan", "fused", "layers"
+    or "" (every variant leaves out the fused train step; "layers" only that)."""
     from aicfc.passes.pipelines import Step
 
     if not variant:
         return steps
     out = []
     for step in steps:
-        if step.stage == "hoisted":
+        if step.stage == "fused-step" or (step.stage == "hoisted" and variant != "layers"):
             continue
         if step.stage == "fused-backward" and variant in ("first", "plan"):
             step = Step(step.stage, "aicfc-fuse{exclude=gemm_epilogue_grad}")
@@ -646,6 +653,7 @@ RUNNERS: dict[str, Callable[[str, str], dict[str, Any]]] = {
     "aicfc-first": lambda c, t: bench_aicfc(c, t, graph=True, variant="first"),
     "aicfc-plan": lambda c, t: bench_aicfc(c, t, graph=True, variant="plan"),
     "aicfc-fused": lambda c, t: bench_aicfc(c, t, graph=True, variant="fused"),
+    "aicfc-layers": lambda c, t: bench_aicfc(c, t, graph=True, variant="layers"),
     "aicfc-loop": lambda c, t: bench_aicfc(c, t, graph=True, training_loop=True),
     "aicfc-chain": lambda c, t: bench_aicfc(c, t, graph=True, streams=1),
     "aicfc-tuned": bench_aicfc_tuned,
@@ -694,7 +702,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile-variants",
         default="first,now",
-        help="pipelines --profile times: first, plan, fused (VARIANTS) and now (the default)",
+        help="pipelines --profile times: first, plan, fused, layers (VARIANTS) and now (the "
+        "default)",
     )
     parser.add_argument(
         "--tuned-configs",

@@ -11,7 +11,9 @@ The ops live in small modules of this package: backward.py (autodiff.backward),
 grads.py (softmax_grad, dropout_grad, epilogue_grad, gemm_epilogue_grad, embedding_grad,
 layer_norm_grad),
 attention_grad.py (scaled_dot_product_attention_grad, packed_qkv_attention_grad),
-loss_grads.py (the losses' gradients), optimizers.py (adam_step, sgd_step) and
+loss_grads.py (the losses' gradients), optimizers.py (adam_step, sgd_step), amp.py
+(unscale_grad, amp_select, update_scale: fp16 loss scaling), fused_step.py
+(mlp_train_step: a whole MLP train step, formed by aicfc-fuse-train-step) and
 training.py (lr_schedule, clip_grad_norm, accumulation_step, accumulate_grad). The
 activations' gradient ops (autodiff.relu_grad, ...) are defined with their forward ops
 and their row in dialects/graph/activations.py; this package re-exports them and lists them in its
@@ -37,6 +39,7 @@ from aicfc.dialects.autodiff.attention_grad import (
     ScaledDotProductAttentionGradOp,
 )
 from aicfc.dialects.autodiff.backward import BackwardOp
+from aicfc.dialects.autodiff.fused_step import MlpTrainStepOp
 from aicfc.dialects.autodiff.grads import (
     DropoutGradOp,
     EmbeddingGradOp,
@@ -77,6 +80,7 @@ __all__ = [
     "GemmEpilogueGradOp",
     "LayerNormGradOp",
     "LrScheduleOp",
+    "MlpTrainStepOp",
     "MseLossGradOp",
     "PackedQKVAttentionGradOp",
     "ScaledDotProductAttentionGradOp",
@@ -108,6 +112,7 @@ Autodiff = Dialect(
         UnscaleGradOp,
         AmpSelectOp,
         UpdateScaleOp,
+        MlpTrainStepOp,
         LrScheduleOp,
         ClipGradNormOp,
         AccumulationStepOp,

@@ -57,8 +57,9 @@ func.func @mlp_step(%x: tensor<8x16xf32> {aicfc.role = "input", aicfc.name = "x"
 // -----
 
 // A GPT block's forward: layer norm (statistics and all) in f32, its output cast to bf16
-// for the qkv product; the heads are split and moved in bf16; attention reads f32 casts
-// (scaled_dot_product_attention stays f32, docs/passes.md); the residual add and layer
+// for the qkv product; attention (the first aicfc-fuse made it packed_qkv_attention,
+// which reads the heads in place) reads one f32 cast of the packed qkv and stays f32
+// (docs/passes.md), its merged output cast to bf16 for the projection; the residual add and layer
 // norm (fused into add_layer_norm) read an f32 cast of the projection; the tied head's product is
 // bf16 and the loss reads its f32 cast. A result leaving the function keeps its type.
 
@@ -66,10 +67,9 @@ func.func @mlp_step(%x: tensor<8x16xf32> {aicfc.role = "input", aicfc.name = "x"
 // CHECK:       %ln, %mean, %rstd = graph.layer_norm %x weight %lw bias %lb eps = {{.*}} : tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32> -> (tensor<2x4x8xf32>, tensor<2x4xf32>, tensor<2x4xf32>)
 // CHECK-NEXT:  %[[LN:.*]] = graph.cast %ln : tensor<2x4x8xf32> to tensor<2x4x8xbf16>
 // CHECK:       graph.gemm_epilogue %[[LN]], %{{.*}} bias %{{.*}} transpose_b : (tensor<2x4x8xbf16>, tensor<24x8xbf16>, tensor<24xbf16>) -> tensor<2x4x24xbf16>
-// CHECK:       graph.split %{{.*}} axis = 2 sizes = [8, 8, 8] : tensor<2x4x24xbf16>
-// CHECK:       graph.transpose %{{.*}} perm = [0, 2, 1, 3] : tensor<2x4x2x4xbf16> -> tensor<2x2x4x4xbf16>
-// CHECK:       %[[Q:.*]] = graph.cast %{{.*}} : tensor<2x2x4x4xbf16> to tensor<2x2x4x4xf32>
-// CHECK:       graph.scaled_dot_product_attention %[[Q]], %{{.*}}, %{{.*}} causal scale = {{.*}} : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> (tensor<2x2x4x4xf32>, tensor<2x2x4xf32>)
+// CHECK-NEXT:  %[[QKV:.*]] = graph.cast %qkv : tensor<2x4x24xbf16> to tensor<2x4x24xf32>
+// CHECK-NEXT:  %om, %{{.*}} = graph.packed_qkv_attention %[[QKV]] heads = 2 causal scale = {{.*}} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
+// CHECK-NEXT:  graph.cast %om : tensor<2x4x8xf32> to tensor<2x4x8xbf16>
 // CHECK:       %[[P:.*]] = graph.gemm_epilogue {{.*}} -> tensor<2x4x8xbf16>
 // CHECK-NEXT:  %[[P32:.*]] = graph.cast %[[P]] : tensor<2x4x8xbf16> to tensor<2x4x8xf32>
 // CHECK-NEXT:  %r, %ln2, %mean2, %rstd2 = graph.add_layer_norm %x, %[[P32]] weight %lw bias %lb eps = {{.*}} : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32> -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4xf32>, tensor<2x4xf32>)

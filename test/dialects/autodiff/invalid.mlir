@@ -497,3 +497,67 @@ func.func @update_scale_interval(%s: tensor<f32>) {
   %s1, %t1 = autodiff.update_scale %s, %s, %s growth_interval = 0
   func.return
 }
+
+// -----
+
+func.func @mlp_train_step_acts_bias(%x: tensor<4x6xf32>, %y: tensor<4xi32>, %one: tensor<f32>, %lr: tensor<f64>, %b1: tensor<f64>, %b2: tensor<f64>, %eps: tensor<f64>, %wd: tensor<f64>, %w: tensor<3x6xf32>, %s: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.mlp_train_step: acts (2 layers) and bias (1) must name the same layers, at least one
+  %r0, %r1, %r2, %r3, %r4 = autodiff.mlp_train_step %x, %y, %one, %lr, %b1, %b2, %eps, %wd, %one, %one, %w, %w, %w, %s acts = "relu,none" bias = [0] : (tensor<4x6xf32>, tensor<4xi32>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f32>, tensor<f32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<f32>) -> (tensor<f32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<f32>)
+  func.return
+}
+
+// -----
+
+func.func @mlp_train_step_unknown_act(%x: tensor<4x6xf32>, %y: tensor<4xi32>, %one: tensor<f32>, %lr: tensor<f64>, %b1: tensor<f64>, %b2: tensor<f64>, %eps: tensor<f64>, %wd: tensor<f64>, %w: tensor<3x6xf32>, %s: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.mlp_train_step: unknown activation 'swish' in acts
+  %r0, %r1, %r2, %r3, %r4 = autodiff.mlp_train_step %x, %y, %one, %lr, %b1, %b2, %eps, %wd, %one, %one, %w, %w, %w, %s acts = "swish" bias = [0] : (tensor<4x6xf32>, tensor<4xi32>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f32>, tensor<f32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<f32>) -> (tensor<f32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<f32>)
+  func.return
+}
+
+// -----
+
+func.func @mlp_train_step_last_act(%x: tensor<4x6xf32>, %y: tensor<4xi32>, %one: tensor<f32>, %lr: tensor<f64>, %b1: tensor<f64>, %b2: tensor<f64>, %eps: tensor<f64>, %wd: tensor<f64>, %w: tensor<3x6xf32>, %s: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.mlp_train_step: the last layer gives logits: its act must be none
+  %r0, %r1, %r2, %r3, %r4 = autodiff.mlp_train_step %x, %y, %one, %lr, %b1, %b2, %eps, %wd, %one, %one, %w, %w, %w, %s acts = "relu" bias = [0] : (tensor<4x6xf32>, tensor<4xi32>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f32>, tensor<f32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<f32>) -> (tensor<f32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<f32>)
+  func.return
+}
+
+// -----
+
+func.func @mlp_train_step_counts(%x: tensor<4x6xf32>, %y: tensor<4xi32>, %one: tensor<f32>, %lr: tensor<f64>, %b1: tensor<f64>, %b2: tensor<f64>, %eps: tensor<f64>, %wd: tensor<f64>, %w: tensor<3x6xf32>, %s: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.mlp_train_step: 1 layers (bias [1]) take 18 operands and give 9 results, got 14 and 5
+  %r0, %r1, %r2, %r3, %r4 = autodiff.mlp_train_step %x, %y, %one, %lr, %b1, %b2, %eps, %wd, %one, %one, %w, %w, %w, %s acts = "none" bias = [1] : (tensor<4x6xf32>, tensor<4xi32>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f32>, tensor<f32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<f32>) -> (tensor<f32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<f32>)
+  func.return
+}
+
+// -----
+
+func.func @mlp_train_step_x_rank(%x: tensor<24xf32>, %y: tensor<4xi32>, %one: tensor<f32>, %lr: tensor<f64>, %b1: tensor<f64>, %b2: tensor<f64>, %eps: tensor<f64>, %wd: tensor<f64>, %w: tensor<3x6xf32>, %s: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.mlp_train_step: x must be a matrix [M, K], got [24]
+  %r0, %r1, %r2, %r3, %r4 = autodiff.mlp_train_step %x, %y, %one, %lr, %b1, %b2, %eps, %wd, %one, %one, %w, %w, %w, %s acts = "none" bias = [0] : (tensor<24xf32>, tensor<4xi32>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f32>, tensor<f32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<f32>) -> (tensor<f32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<f32>)
+  func.return
+}
+
+// -----
+
+func.func @mlp_train_step_weight(%x: tensor<4x6xf32>, %y: tensor<4xi32>, %one: tensor<f32>, %lr: tensor<f64>, %b1: tensor<f64>, %b2: tensor<f64>, %eps: tensor<f64>, %wd: tensor<f64>, %w: tensor<3x6xf32>, %s: tensor<f32>, %v: tensor<3x5xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.mlp_train_step: layer 0 weight must be [N, 6] (its input width), got [3, 5]
+  %r0, %r1, %r2, %r3, %r4 = autodiff.mlp_train_step %x, %y, %one, %lr, %b1, %b2, %eps, %wd, %one, %one, %v, %v, %v, %s acts = "none" bias = [0] : (tensor<4x6xf32>, tensor<4xi32>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f32>, tensor<f32>, tensor<3x5xf32>, tensor<3x5xf32>, tensor<3x5xf32>, tensor<f32>) -> (tensor<f32>, tensor<3x5xf32>, tensor<3x5xf32>, tensor<3x5xf32>, tensor<f32>)
+  func.return
+}
+
+// -----
+
+func.func @mlp_train_step_bias(%x: tensor<4x6xf32>, %y: tensor<4xi32>, %one: tensor<f32>, %lr: tensor<f64>, %b1: tensor<f64>, %b2: tensor<f64>, %eps: tensor<f64>, %wd: tensor<f64>, %w: tensor<3x6xf32>, %s: tensor<f32>, %b: tensor<4xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.mlp_train_step: layer 0 bias must be [3]
+  %r0, %r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8 = autodiff.mlp_train_step %x, %y, %one, %lr, %b1, %b2, %eps, %wd, %one, %one, %w, %w, %w, %s, %b, %b, %b, %s acts = "none" bias = [1] : (tensor<4x6xf32>, tensor<4xi32>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f32>, tensor<f32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<f32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> (tensor<f32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<f32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>)
+  func.return
+}
+
+// -----
+
+func.func @mlp_train_step_result_type(%x: tensor<4x6xf32>, %y: tensor<4xi32>, %one: tensor<f32>, %lr: tensor<f64>, %b1: tensor<f64>, %b2: tensor<f64>, %eps: tensor<f64>, %wd: tensor<f64>, %w: tensor<3x6xf32>, %s: tensor<f32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.mlp_train_step: result #2 must have the type of operand #11 (tensor<3x6xf32>), got tensor<3x5xf32>
+  %r0, %r1, %r2, %r3, %r4 = autodiff.mlp_train_step %x, %y, %one, %lr, %b1, %b2, %eps, %wd, %one, %one, %w, %w, %w, %s acts = "none" bias = [0] : (tensor<4x6xf32>, tensor<4xi32>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f32>, tensor<f32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<f32>) -> (tensor<f32>, tensor<3x6xf32>, tensor<3x5xf32>, tensor<3x6xf32>, tensor<f32>)
+  func.return
+}

@@ -157,7 +157,7 @@ exec.program @launch_output_twice {
 exec.program @launch_unknown_alias {
   %t = exec.alloc : !exec.buffer<4xf32, tmp>
   exec.graph {
-    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.launch "numpy.relu": unknown alias policy "out1_in0" (known: accumulate_pair, adam_triplet, out0_in0, sgd_pair)
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.launch "numpy.relu": unknown alias policy "out1_in0" (known: accumulate_pair, adam_triplet, out0_in0, sgd_pair, train_step_state)
     exec.launch "numpy.relu"(%t) outs(%t) alias = "out1_in0" : (!exec.buffer<4xf32, tmp>) -> (!exec.buffer<4xf32, tmp>)
   }
 }

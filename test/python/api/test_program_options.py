@@ -54,13 +54,13 @@ class FakeCuda(NumpyBackend):
 
 
 def test_program_passes_the_backend_capability_and_tf32_to_lower_exec():
-    lower = program(FakeCuda())._steps[5].passes
+    lower = program(FakeCuda())._steps[6].passes
     assert lower == (
         'aicfc-lower-exec{backend=numpy arch=90 tf32=false cublaslt=false device="fake"}'
     )
-    lower = program(FakeCuda(), tf32=True)._steps[5].passes
+    lower = program(FakeCuda(), tf32=True)._steps[6].passes
     assert "tf32=true" in lower
-    assert program(tf32=True)._steps[5].passes == "aicfc-lower-exec{backend=numpy}"
+    assert program(tf32=True)._steps[6].passes == "aicfc-lower-exec{backend=numpy}"
 
 
 def test_compile_takes_tf32_and_keeps_strict_fp32_by_default():

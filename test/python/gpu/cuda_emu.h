@@ -3,6 +3,10 @@
 //
 // Each CUDA thread of a block is one std::thread; blocks run one after another on the
 // same threads, so `__shared__` (defined as `static`) is shared by the block's threads.
+// `launch_cooperative` instead runs every block's threads at once (a kernel with a grid
+// barrier needs all blocks resident): each block has its own barriers and dynamic
+// shared memory, but a static `__shared__` would be one for all blocks, so such kernels
+// keep their shared memory in AICFC_DYNAMIC_SHARED.
 // __syncthreads is a std::barrier over the block; warp shuffles and votes exchange
 // through a per-warp buffer between two barriers over the warp; a thread that returns
 // early drops out of both barriers (as exited threads do on sm_70+). Memory is host
@@ -69,8 +73,20 @@ struct Block {
   std::vector<std::max_align_t> dynamic;  // the launch's dynamic shared memory
 };
 
-inline Block* current = nullptr;
+inline thread_local Block* current = nullptr;
 inline thread_local int linear_tid = 0;
+
+// Fresh barriers (the block's and one per warp), shuffle words and zeroed dynamic shared
+// memory for a block of `nthreads`.
+inline void set_up_block(Block& b, unsigned nthreads, size_t shared_bytes) {
+  b.block = std::make_unique<std::barrier<>>(nthreads);
+  b.warps.clear();
+  for (unsigned w = 0; w < (nthreads + 31) / 32; ++w)
+    b.warps.push_back(std::make_unique<std::barrier<>>(std::min(32u, nthreads - 32 * w)));
+  b.exchange.assign(nthreads, 0);
+  b.dynamic.assign((shared_bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t),
+                   std::max_align_t{});
+}
 
 // The block's threads are made once per launch and run the blocks in turn: a control
 // barrier (which no thread leaves) starts each block after thread 0 has set up its
@@ -83,19 +99,11 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& body,
   unsigned nblocks = grid.x * grid.y * grid.z;
   Block b;
   std::barrier<> control(nthreads);
-  auto set_up = [&] {
-    b.block = std::make_unique<std::barrier<>>(nthreads);
-    b.warps.clear();
-    for (unsigned w = 0; w < (nthreads + 31) / 32; ++w)
-      b.warps.push_back(std::make_unique<std::barrier<>>(std::min(32u, nthreads - 32 * w)));
-    b.exchange.assign(nthreads, 0);
-    b.dynamic.assign((shared_bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t),
-                     std::max_align_t{});
-  };
-  current = &b;
+  auto set_up = [&] { set_up_block(b, nthreads, shared_bytes); };
   std::vector<std::thread> threads;
   for (unsigned t = 0; t < nthreads; ++t)
     threads.emplace_back([&, t] {
+      current = &b;
       threadIdx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
       linear_tid = (int)t;
       for (unsigned i = 0; i < nblocks; ++i) {
@@ -109,7 +117,31 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& body,
       }
     });
   for (auto& th : threads) th.join();
-  current = nullptr;
+}
+
+// Every thread of every block alive at once (a cooperative launch): one std::thread per
+// CUDA thread, the blocks' barriers and shared memory set up before any starts.
+inline void launch_cooperative(dim3 grid, dim3 block, const std::function<void()>& body,
+                               size_t shared_bytes = 0) {
+  gridDim = grid;
+  blockDim = block;
+  unsigned nthreads = block.x * block.y * block.z;
+  unsigned nblocks = grid.x * grid.y * grid.z;
+  std::vector<Block> blocks(nblocks);
+  for (Block& b : blocks) set_up_block(b, nthreads, shared_bytes);
+  std::vector<std::thread> threads;
+  for (unsigned i = 0; i < nblocks; ++i)
+    for (unsigned t = 0; t < nthreads; ++t)
+      threads.emplace_back([&, i, t] {
+        current = &blocks[i];
+        threadIdx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+        blockIdx = {i % grid.x, (i / grid.x) % grid.y, i / (grid.x * grid.y)};
+        linear_tid = (int)t;
+        body();
+        current->block->arrive_and_drop();
+        current->warps[t / 32]->arrive_and_drop();
+      });
+  for (auto& th : threads) th.join();
 }
 
 template <typename T>

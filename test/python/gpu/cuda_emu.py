@@ -4,6 +4,7 @@
     fn = EmuFunction(lib, "aicfc_gemm_skinny_f32_nt")
     fn((grid), (block), args)              # the call signature of a cupy.RawKernel
     fn((grid), (block), args, shared_mem=n)  # n bytes of dynamic shared memory per block
+    EmuFunction(lib, symbol, cooperative=True)  # every block's threads alive at once
 
 `EmuArray` wraps a NumPy array so that it looks like a CuPy array to
 runtime/cuda/launchers/ (shape, dtype, nbytes, data.ptr); `EmuContext` is the
@@ -115,6 +116,10 @@ def build(source: str) -> ctypes.CDLL:
             f'extern "C" void emu_{s}(unsigned gx, unsigned gy, unsigned gz, unsigned bx, '
             f"unsigned by, unsigned bz, unsigned smem, const uint64_t* a) {{ emu::launch("
             f"{{gx, gy, gz}}, {{bx, by, bz}}, [&] {{ emu::call({s}, a); }}, smem); }}\n"
+            + f'extern "C" void emu_coop_{s}(unsigned gx, unsigned gy, unsigned gz, unsigned bx, '
+            f"unsigned by, unsigned bz, unsigned smem, const uint64_t* a) {{ "
+            f"emu::launch_cooperative({{gx, gy, gz}}, {{bx, by, bz}}, "
+            f"[&] {{ emu::call({s}, a); }}, smem); }}\n"
             for s in entries
         )
         unit = work / (path.stem + "_emu.cc")
@@ -159,11 +164,14 @@ def _bits(arg: Any) -> int:
 
 
 class EmuFunction:
-    """A kernel of an emulated module, called like a cupy.RawKernel."""
+    """A kernel of an emulated module, called like a cupy.RawKernel.
 
-    def __init__(self, lib: ctypes.CDLL, symbol: str):
+    cooperative: run every block's threads at once (cuda_emu.h `launch_cooperative`), as
+    a kernel with a grid-wide barrier needs; else the blocks run one after another."""
+
+    def __init__(self, lib: ctypes.CDLL, symbol: str, cooperative: bool = False):
         self.symbol = symbol
-        self.fn = getattr(lib, f"emu_{symbol}")
+        self.fn = getattr(lib, f"emu_coop_{symbol}" if cooperative else f"emu_{symbol}")
         self.fn.restype = None
 
     def __call__(

@@ -7,6 +7,8 @@ skipped, with the reason, where CuPy is missing or sees no CUDA device
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -22,6 +24,15 @@ F32_TOL = 1e-5
 
 TF32_TOL = 2e-3
 """Norm-wise relative error allowed for TF32 tensor-core GEMMs (10-bit mantissa inputs)."""
+
+
+def per_layer(prog: Any) -> Any:
+    """`prog` (not compiled yet) with its pipeline less aicfc-fuse-train-step: the
+    per-layer kernels of a small MLP, for tests of their launches, schedule and selection
+    (test/python/gpu/test_mlp_fused_gpu.py tests the fused step). A test's override of
+    the pipeline, not an API."""
+    prog._steps = tuple(s for s in prog._steps if s.stage != "fused-step")
+    return prog
 
 
 def rel_err(out: np.ndarray, ref: np.ndarray) -> float:

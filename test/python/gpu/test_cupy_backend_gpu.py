@@ -27,7 +27,7 @@ from aicfc.backends import get_backend
 from aicfc.program import Program
 from aicfc.runtime.errors import ExecError, InputError
 from aicfc.runtime.plan import LaunchStep
-from gpu.gpu_support import gpu, rel_err
+from gpu.gpu_support import gpu, per_layer, rel_err
 
 pytestmark = gpu
 
@@ -50,8 +50,11 @@ def backend(**options: Any) -> Any:
 
 
 def program(kind: str, dropout: float = 0.0, opt: Any = None, **options: Any) -> Program:
+    """A program of `make_model`; on cupy with the per-layer kernels (`per_layer`: these
+    tests check their launches; the fused step has test_mlp_fused_gpu.py)."""
     be = get_backend("numpy") if kind == "numpy" else backend(**options)
-    return Program(make_model(dropout), "cross_entropy", opt or optim.Adam(lr=3e-3), be)
+    prog = Program(make_model(dropout), "cross_entropy", opt or optim.Adam(lr=3e-3), be)
+    return prog if kind == "numpy" else per_layer(prog)
 
 
 def batches(n: int, seed: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -225,8 +228,10 @@ def test_autotune_cache_overrides_the_gemm_choice(tmp_path):
     path = tmp_path / "tune.json"
     results = autotune.tune_executable(p.executable(), str(path), repeats=5)
     assert results and path.exists()
-    tuned = Program(
-        make_model(), "cross_entropy", optim.Adam(lr=3e-3), backend(autotune_cache=str(path))
+    tuned = per_layer(
+        Program(
+            make_model(), "cross_entropy", optim.Adam(lr=3e-3), backend(autotune_cache=str(path))
+        )
     )
     ref = program("numpy")
     train(tuned, data), train(ref, data)
@@ -376,7 +381,7 @@ def test_a_silu_mlp_trains_like_the_numpy_backend():
             nn.Linear(HIDDEN, OUT),
         )
 
-    ours = Program(model(), "cross_entropy", optim.Adam(lr=3e-3), backend())
+    ours = per_layer(Program(model(), "cross_entropy", optim.Adam(lr=3e-3), backend()))
     ref = Program(model(), "cross_entropy", optim.Adam(lr=3e-3), get_backend("numpy"))
     data = batches(10, seed=7)
     losses, ref_losses = train(ours, data), train(ref, data)

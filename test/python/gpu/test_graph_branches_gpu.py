@@ -28,7 +28,7 @@ from aicfc import nn, optim
 from aicfc.program import Program
 from aicfc.runtime.plan import BufferSpec, ExecPlan, LaunchStep
 from aicfc.runtime.schedule import Access, direct, schedule
-from gpu.gpu_support import F32_TOL, gpu, randn, rel_err
+from gpu.gpu_support import F32_TOL, gpu, per_layer, randn, rel_err
 
 pytestmark = gpu
 
@@ -47,9 +47,10 @@ def small_program(streams: int, tf32: bool) -> Program:
     model = nn.Sequential(
         nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)
     )
-    return Program(
+    prog = Program(
         model, "cross_entropy", optim.Adam(lr=1e-3), backend(graph_streams=streams, tf32=tf32)
     )
+    return per_layer(prog)  # the per-layer kernels' branches (the fused step is one node)
 
 
 @pytest.mark.parametrize("tf32", [False, True])

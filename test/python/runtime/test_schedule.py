@@ -273,7 +273,8 @@ def small_step_nodes(
     for an H200, grouped and given cuBLASLt workspaces as CupyExecutable does;
     `branches`: aicfc-plan-memory's option (False: reuse by program order alone);
     `first_graph`: the pipeline of the first measured graph (no gemm_epilogue_grad
-    fusion, no aicfc-hoist-updates)."""
+    fusion, no aicfc-hoist-updates). Without aicfc-fuse-train-step: the per-layer
+    kernels (the fused step is one node, test/python/passes/test_fuse_train_step.py)."""
     from xdsl.dialects.builtin import ModuleOp
 
     from aicfc import nn, optim
@@ -291,6 +292,7 @@ def small_step_nodes(
     fn = build_train_step(model, "cross_entropy", optim.Adam(), (128, 784), np.float32)
     module = ModuleOp([fn])
     steps = train_pipeline("cupy", True, {**H200, "tf32": tf32})
+    steps = tuple(s for s in steps if s.stage != "fused-step")
     assert steps[-1].passes == "aicfc-plan-memory"
     option = "true" if branches else "false"
     steps = (*steps[:-1], Step("planned", f"aicfc-plan-memory{{branches={option}}}"))

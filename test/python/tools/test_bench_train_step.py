@@ -30,7 +30,8 @@ def kernels(variant: str) -> list[str]:
 
 
 def test_variants_compile_the_steps_of_the_earlier_rows():
-    first, fused, now = kernels("first"), kernels("fused"), kernels("")
+    first, fused, now = kernels("first"), kernels("fused"), kernels("layers")
+    assert kernels("") == ["cuda.mlp_train_step_f32"]  # aicfc-graph: the fused step
     assert first.count("cuda.epilogue_grad_f32") == 2 and "gemm_epilogue_grad" not in str(first)
     assert first[-6:] == ["cuda.adam_step_multi_tensor_f32"] * 6  # all updates at the end
     assert fused.count("cuda.gemm_epilogue_grad_splitk_nn") == 2
@@ -42,6 +43,7 @@ def test_variants_compile_the_steps_of_the_earlier_rows():
     steps = bench.variant_steps(train_pipeline("cupy"), "first")
     assert steps[-1].passes == "aicfc-plan-memory{branches=false}"
     assert "hoisted" not in [s.stage for s in steps]
+    assert "fused-step" not in [s.stage for s in steps]
 
 
 def test_the_table_has_the_issues_columns_and_markdown_rows():

@@ -49,6 +49,7 @@ AICFC_PASSES = [
     "aicfc-fold-inplace",
     "aicfc-fold-linear",
     "aicfc-fuse",
+    "aicfc-fuse-train-step",
     "aicfc-hoist-updates",
     "aicfc-loss-scale",
     "aicfc-lower-exec",
