@@ -481,3 +481,19 @@ func.func @update_scale_interval(%s: tensor<f32>) {
   %s1, %t1 = autodiff.update_scale %s, %s, %s growth_interval = 0
   func.return
 }
+
+// -----
+
+func.func @epilogue_grad_wide_dz(%a: tensor<4x4xbf16>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.epilogue_grad: result type is tensor<4x4xf32>, expected tensor<4x4xbf16>
+  %dz, %db = autodiff.epilogue_grad %a, %a act = relu : (tensor<4x4xbf16>, tensor<4x4xbf16>) -> (tensor<4x4xf32>, tensor<4xf32>)
+  func.return
+}
+
+// -----
+
+func.func @gemm_epilogue_grad_wide_f64(%a: tensor<4x4xbf16>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.gemm_epilogue_grad: result #1 has element type f64; expected bf16 (the operands' dtype), or f32 when the operands are bf16/f16 (the fp32 accumulation written unrounded)
+  %dz, %db = autodiff.gemm_epilogue_grad %a, %a, %a act = relu : (tensor<4x4xbf16>, tensor<4x4xbf16>, tensor<4x4xbf16>) -> (tensor<4x4xbf16>, tensor<4xf64>)
+  func.return
+}
