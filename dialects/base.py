@@ -24,6 +24,7 @@ from aicfc.dialects.flags import OpFlag, all_flags, op_info, static_flags
 from aicfc.dialects.params import ParamValue, properties_to_params
 from aicfc.dialects.roles import arg_role
 from aicfc.dialects.tensors import numel, tensor_bytes
+from aicfc.dialects.wide_results import OUT_DTYPE_PARAM, is_widened
 
 
 class AicfcOp(IRDLOperation):
@@ -68,9 +69,14 @@ class AicfcOp(IRDLOperation):
         """Scalar parameters of the kernel that runs this op (its properties as Python values).
 
         Ops whose meaning depends on the result type (reshape, broadcast_to)
-        add it here, so an exec launch and the NumPy reference see one dict.
+        add it here, so an exec launch and the NumPy reference see one dict. An op whose
+        wide results are float32 over bf16/f16 operands (dialects/wide_results.py) adds
+        out_dtype = "f32", so the kernel that runs it is one that writes them unrounded.
         """
-        return properties_to_params(self)
+        params = properties_to_params(self)
+        if is_widened(self):
+            params[OUT_DTYPE_PARAM] = "f32"
+        return params
 
     def why_not_differentiable(self) -> str | None:
         """Why this instance has no VJP by design, else None (aicfc-expand-backward asks).

@@ -138,12 +138,17 @@ class OpInfo(OpTrait):
     alias:        the alias policy, or None if it never runs in place.
     differentiable: False for ops that have no VJP by design (say why in `why_not`).
     why_not:      the reason an op is not differentiable, shown in errors.
+    wide_results: indices of the results that may be float32 while the float operands are
+                  bf16/f16: the op accumulates in fp32 and writes that sum as float32,
+                  unrounded (aicfc-fold-casts folds a widening cast into them;
+                  dialects/wide_results.py).
     """
 
     flags: OpFlag
     alias: AliasPolicy | None = None
     differentiable: bool = True
     why_not: str = ""
+    wide_results: tuple[int, ...] = ()
 
     def verify(self, op: Operation) -> None:
         return None

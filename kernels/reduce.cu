@@ -25,6 +25,9 @@
 // in float, and each result rounds once on its store (dbias sums the unrounded dZ, as
 // reference.epilogue_grad does in float32 before rounding). The bf16/f16 ones run as one
 // chunk (their launchers: a rounded partial would round twice).
+// The wide ones, _bf16_f32 and _f16_f32, read bf16/f16 and write the sums (dbias, out)
+// in float32, unrounded (dialects/wide_results.py); dZ keeps the storage type. They run
+// as one chunk too, as the low ones do.
 // Column kernels: block 32 x 32 threads, column tile of 32 (coalesced 128-byte rows),
 // 32 row groups reduced through shared memory.
 #include "common.cuh"
@@ -39,10 +42,10 @@ constexpr int kCols = 32, kRowGroups = 32;
 }  // namespace
 
 // Grid: (ceil(N / 32), chunks); block: (32, 32).
-template <class T>
+template <class T, class O>
 __device__ __forceinline__ void epilogue_grad(const T* __restrict__ dY,
                                               const T* __restrict__ saved, T* __restrict__ dZ,
-                                              T* __restrict__ partial, int32_t M, int32_t N,
+                                              O* __restrict__ partial, int32_t M, int32_t N,
                                               int32_t act, int32_t rows) {
   __shared__ float part[kRowGroups][kCols + 1];
   int n = blockIdx.x * kCols + threadIdx.x;
@@ -65,7 +68,7 @@ __device__ __forceinline__ void epilogue_grad(const T* __restrict__ dY,
     float t = 0.0f;
 #pragma unroll 8
     for (int r = 0; r < kRowGroups; ++r) t += part[r][threadIdx.x];
-    partial[(size_t)blockIdx.y * N + n] = aicfc::store<T>(t);
+    partial[(size_t)blockIdx.y * N + n] = aicfc::store<O>(t);
   }
 }
 
@@ -82,8 +85,8 @@ extern "C" __global__ void aicfc_sum_partials_f32(const float* __restrict__ part
 
 // Reduce over R with a contiguous inner dimension: grid (ceil(inner / 32), chunks outer),
 // block (32, 32); inner == 1 takes one chunk (rows >= R).
-template <class T>
-__device__ __forceinline__ void reduce_sum(const T* __restrict__ x, T* __restrict__ out,
+template <class T, class O>
+__device__ __forceinline__ void reduce_sum(const T* __restrict__ x, O* __restrict__ out,
                                            int64_t outer, int64_t R, int64_t inner,
                                            int64_t rows) {
   __shared__ float part[kRowGroups][kCols + 1];
@@ -102,7 +105,7 @@ __device__ __forceinline__ void reduce_sum(const T* __restrict__ x, T* __restric
     __syncthreads();
     if (threadIdx.y == 0) {
       float t = aicfc::warp_sum(scratch[threadIdx.x]);
-      if (threadIdx.x == 0 && blockIdx.x == 0) out[o] = aicfc::store<T>(t);
+      if (threadIdx.x == 0 && blockIdx.x == 0) out[o] = aicfc::store<O>(t);
     }
     return;
   }
@@ -119,22 +122,24 @@ __device__ __forceinline__ void reduce_sum(const T* __restrict__ x, T* __restric
     float t = 0.0f;
 #pragma unroll 8
     for (int r = 0; r < kRowGroups; ++r) t += part[r][threadIdx.x];
-    out[(c * outer + o) * inner + i] = aicfc::store<T>(t);
+    out[(c * outer + o) * inner + i] = aicfc::store<O>(t);
   }
 }
 
-#define AICFC_REDUCE_KERNELS(SUFFIX, T)                                                   \
+#define AICFC_REDUCE_KERNELS(SUFFIX, T, O)                                                \
   extern "C" __global__ void __launch_bounds__(1024) aicfc_epilogue_grad_##SUFFIX(      \
       const T* __restrict__ dY, const T* __restrict__ saved, T* __restrict__ dZ,        \
-      T* __restrict__ partial, int32_t M, int32_t N, int32_t act, int32_t rows) {       \
-    epilogue_grad<T>(dY, saved, dZ, partial, M, N, act, rows);                           \
+      O* __restrict__ partial, int32_t M, int32_t N, int32_t act, int32_t rows) {       \
+    epilogue_grad<T, O>(dY, saved, dZ, partial, M, N, act, rows);                        \
   }                                                                                      \
   extern "C" __global__ void __launch_bounds__(1024) aicfc_reduce_sum_##SUFFIX(         \
-      const T* __restrict__ x, T* __restrict__ out, int64_t outer, int64_t R,           \
+      const T* __restrict__ x, O* __restrict__ out, int64_t outer, int64_t R,           \
       int64_t inner, int64_t rows) {                                                     \
-    reduce_sum<T>(x, out, outer, R, inner, rows);                                        \
+    reduce_sum<T, O>(x, out, outer, R, inner, rows);                                     \
   }
 
-AICFC_REDUCE_KERNELS(f32, float)
-AICFC_REDUCE_KERNELS(bf16, aicfc::bf16)
-AICFC_REDUCE_KERNELS(f16, aicfc::f16)
+AICFC_REDUCE_KERNELS(f32, float, float)
+AICFC_REDUCE_KERNELS(bf16, aicfc::bf16, aicfc::bf16)
+AICFC_REDUCE_KERNELS(f16, aicfc::f16, aicfc::f16)
+AICFC_REDUCE_KERNELS(bf16_f32, aicfc::bf16, float)
+AICFC_REDUCE_KERNELS(f16_f32, aicfc::f16, float)

@@ -25,6 +25,7 @@ PASS_CLASSES: dict[str, str] = {
     "aicfc-fold-linear": "AicfcFoldLinearPass",
     "aicfc-fold-constants": "AicfcFoldConstantsPass",
     "aicfc-autocast": "AicfcAutocastPass",
+    "aicfc-fold-casts": "AicfcFoldCastsPass",
     "aicfc-loss-scale": "AicfcLossScalePass",
     "aicfc-data-parallel": "AicfcDataParallelPass",
     "aicfc-fuse-train-step": "AicfcFuseTrainStepPass",

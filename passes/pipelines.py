@@ -12,7 +12,9 @@ stage "graph".
                    for fp16 also aicfc-loss-scale (dynamic loss scaling on the device)
     backward       aicfc-expand-backward: autodiff.backward replaced by VJP ops
     fused-backward aicfc-fuse again: act_grad + bias-grad reduce become autodiff.epilogue_grad,
-                   and a product feeding one autodiff.gemm_epilogue_grad
+                   and a product feeding one autodiff.gemm_epilogue_grad; with autocast also
+                   aicfc-fold-casts (a product's or reduction's sum cast to f32 is written
+                   as f32 by the op itself: the gradients, the logits)
     canonical      xDSL's canonicalize, aicfc-fold-constants and cse (constants folded,
                    duplicate constants and products merged)
     fused-step     aicfc-fuse-train-step: a small MLP's whole step becomes one
@@ -85,11 +87,12 @@ def train_pipeline(
     low = (Step("autocast", f"aicfc-autocast{{dtype={autocast}}}"),) if autocast else ()
     if autocast == "fp16":  # fp16 flushes small gradients to zero: scale the loss
         low = (Step("autocast", f"aicfc-autocast{{dtype={autocast}}},aicfc-loss-scale"),)
+    fold = ",aicfc-fold-casts" if autocast else ""
     return (
         Step("fused", "aicfc-fuse"),
         *low,
         Step("backward", "aicfc-expand-backward"),
-        Step("fused-backward", "aicfc-fuse"),
+        Step("fused-backward", f"aicfc-fuse{fold}"),
         Step("canonical", "canonicalize,aicfc-fold-constants,cse"),
         Step("fused-step", f"aicfc-fuse-train-step{{backend={family}}}"),
         Step("hoisted", "aicfc-hoist-updates"),

@@ -17,7 +17,9 @@ every function of `REFERENCE` reads them as float32, computes in float32 and rou
 its float results back to the operands' low dtype, to nearest even, once
 (`fp32_inside`; the module's functions themselves, called directly, compute in the
 operands' dtype: go through REFERENCE for the meaning of an op on bf16/f16).
-`graph.cast` is the one op that changes a dtype (`cast`).
+`graph.cast` is the one op that changes a dtype (`cast`), besides the wide results
+of products and reductions (dialects/wide_results.py): with out_dtype = "f32" they are
+the float32 sums of the bf16/f16 operands' values, not rounded.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from aicfc.dialects.activation_table import FACTS as ACTIVATION_ROWS
 from aicfc.dialects.activation_table import Saved
 from aicfc.dialects.graph import ACTIVATIONS, Activation
 from aicfc.dialects.schedule_table import segment_values, split_kinds
+from aicfc.dialects.wide_results import OUT_DTYPE_PARAM, wide_results
 
 Array = np.ndarray
 RefFn = Callable[..., tuple[Array, ...]]
@@ -861,13 +864,17 @@ def update_scale(
 # --- the table: op class -> reference ------------------------------------------
 
 
-def fp32_inside(fn: RefFn) -> RefFn:
+def fp32_inside(fn: RefFn, wide_results: tuple[int, ...] = ()) -> RefFn:
     """`fn` with low-precision operands (LOW_PRECISION) read as float32 and its float32
     results rounded back to the first such operand's dtype: fp32 math inside, low-precision
-    storage outside, as the GPU kernels compute. Other dtypes pass through unchanged."""
+    storage outside, as the GPU kernels compute. Other dtypes pass through unchanged.
+
+    With the param out_dtype = "f32" (a widened op, dialects/wide_results.py), the results
+    at `wide_results` (the op class's OpInfo) stay the unrounded float32 values."""
 
     @functools.wraps(fn)
     def run(*arrays: Array | None, **params: object) -> tuple[Array, ...]:
+        keep = wide_results if params.pop(OUT_DTYPE_PARAM, None) == "f32" else ()
         low = next((a.dtype for a in arrays if a is not None and a.dtype in LOW_PRECISION), None)
         if low is None:
             return fn(*arrays, **params)
@@ -875,7 +882,10 @@ def fp32_inside(fn: RefFn) -> RefFn:
         outs = fn(*wide, **params)
         with np.errstate(over="ignore"):  # past fp16's range is inf, as on the GPU
             return tuple(
-                o.astype(low) if np.result_type(o) == np.float32 else np.asarray(o) for o in outs
+                o.astype(low)
+                if np.result_type(o) == np.float32 and i not in keep
+                else np.asarray(o)
+                for i, o in enumerate(outs)
             )
 
     return run
@@ -938,7 +948,7 @@ _TABLE: dict[type[Operation], RefFn] = {
 
 REFERENCE: dict[type[Operation], RefFn] = {
     g.CastOp: cast,
-    **{cls: fp32_inside(fn) for cls, fn in _TABLE.items()},
+    **{cls: fp32_inside(fn, wide_results(cls)) for cls, fn in _TABLE.items()},
 }
 """Reference semantics of every executable op, keyed by op class. graph.constant is data (its
 value attribute) and autodiff.backward must be expanded first; neither is here."""

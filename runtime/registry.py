@@ -46,8 +46,15 @@ PARAM_DEFAULTS: dict[str, object] = {
     "dropout_p": 0.0,
     "nesterov": False,
     "decoupled_weight_decay": False,
+    "out_dtype": "operands",
 }
-"""Values of kernel parameters that `kernel_params()` omits when at their default."""
+"""Values of kernel parameters that `kernel_params()` omits when at their default
+(out_dtype "operands": results in the operands' dtype; "f32" for a widened product or
+reduction, dialects/wide_results.py)."""
+
+WIDENS = (("out_dtype", ("operands", "f32")),)
+"""param_values of a kernel that also writes the wide results in float32 (out_dtype "f32");
+a kernel whose constraints do not name out_dtype is refused for a widened op (selector)."""
 
 ParamScalar = int | float | bool | str | tuple[int, ...]
 
@@ -218,8 +225,12 @@ _INT_IDS = ((0, ("i32", "i64")),)
 _I64_OFFSET = ((3, ("i64",)),)
 
 _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
-    ("graph.matmul", _FLOATS, Constraints()),
-    ("graph.gemm_epilogue", _FLOATS, Constraints(activations=("none", *EPILOGUE_ACTIVATIONS))),
+    ("graph.matmul", _FLOATS, Constraints(param_values=WIDENS)),
+    (
+        "graph.gemm_epilogue",
+        _FLOATS,
+        Constraints(activations=("none", *EPILOGUE_ACTIVATIONS), param_values=WIDENS),
+    ),
     ("graph.bias_add", _FLOATS, Constraints()),
     ("graph.cast", _FLOATS, Constraints()),
     ("graph.add", _NUMBERS, Constraints()),
@@ -231,7 +242,7 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("graph.transpose", _NUMBERS, Constraints()),
     ("graph.broadcast_to", _NUMBERS, Constraints()),
     ("graph.softmax", _FLOATS, Constraints()),
-    ("graph.reduce_sum", _NUMBERS, Constraints()),
+    ("graph.reduce_sum", _NUMBERS, Constraints(param_values=WIDENS)),
     ("graph.cross_entropy", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
     ("graph.mse_loss", _FLOATS, Constraints()),
     ("graph.scale", _FLOATS, Constraints()),
@@ -249,8 +260,16 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("autodiff.cross_entropy_with_grad", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
     ("autodiff.mse_loss_grad", _FLOATS, Constraints()),
     ("autodiff.dropout_grad", _FLOATS, Constraints(operand_dtypes=((1, ("i64",)),))),
-    ("autodiff.epilogue_grad", _FLOATS, Constraints(activations=EPILOGUE_ACTIVATIONS)),
-    ("autodiff.gemm_epilogue_grad", _FLOATS, Constraints(activations=EPILOGUE_ACTIVATIONS)),
+    (
+        "autodiff.epilogue_grad",
+        _FLOATS,
+        Constraints(activations=EPILOGUE_ACTIVATIONS, param_values=WIDENS),
+    ),
+    (
+        "autodiff.gemm_epilogue_grad",
+        _FLOATS,
+        Constraints(activations=EPILOGUE_ACTIVATIONS, param_values=WIDENS),
+    ),
     ("autodiff.embedding_grad", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
     ("autodiff.layer_norm_grad", _FLOATS, Constraints()),
     (

@@ -190,6 +190,33 @@ _CUBLASLT = tuple(
     for prec in ("f32", "tf32", *CUBLASLT_LOW_PRECISION)
 )
 
+WIDE_F32 = (("out_dtype", ("f32",)),)
+"""param_values of the wide entries: they run only ops whose wide results are float32 over
+bf16/f16 operands (dialects/wide_results.py, out_dtype "f32")."""
+
+_CUBLASLT_WIDE = tuple(
+    KernelSpec(
+        name=f"cuda.{_short(op)}_cublaslt_{prec}_f32",
+        op=op,
+        family="cuda",
+        dtypes=F32,
+        constraints=Constraints(
+            activations=_CUBLASLT_ACTS,
+            operand_dtypes=((0, (prec,)), (1, (prec,))),
+            param_values=WIDE_F32,
+            requires=("cublaslt",),
+            gemm_batch=0,
+        ),
+        flags=frozenset({"library", "cublaslt", "tensor_core"}) | op_flags,
+        launcher="cublaslt:launch_cublaslt",
+        priority=10,
+    )
+    for op, op_flags in _GEMM_FLAGS
+    for prec in CUBLASLT_LOW_PRECISION
+)
+"""bf16/f16 products that write a float32 D (and add a float32 bias): the fp32
+accumulation unrounded, one cublasLtMatmul (cuBLASLt's A/B 16BF or 16F, C/D 32F)."""
+
 SPLIT_EPILOGUE_ACTIVATIONS = tuple(a for a in EPILOGUE_ACTIVATIONS if a not in CUBLASLT_ACTIVATIONS)
 """The epilogue activations cuBLASLt has no exact epilogue for (gelu, silu): the split
 entries below run them as our elementwise kernel after cuBLASLt's product and bias."""
@@ -514,6 +541,47 @@ _LOSSES = (
     ]
 )
 
+_REDUCE_SUM_ABI = (
+    ("outer", "int64_t"),
+    ("R", "int64_t"),
+    ("inner", "int64_t"),
+    ("rows", "int64_t"),
+)
+_EPILOGUE_GRAD_CHUNK_ABI = (
+    ("M", "int32_t"),
+    ("N", "int32_t"),
+    ("act", "int32_t"),
+    ("rows", "int32_t"),
+)
+_WIDE_REDUCTIONS = [
+    spec
+    for low in ("bf16", "f16")  # the wide ones: bf16/f16 in, the sums in float32 (reduce.cu)
+    for spec in (
+        _k(
+            f"epilogue_grad_{low}_f32",
+            "autodiff.epilogue_grad",
+            "reduce.cu",
+            f"aicfc_epilogue_grad_{low}_f32",
+            _EPILOGUE_GRAD_CHUNK_ABI,
+            (low,),
+            flags=("fused",),  # one chunk, as the low ones (dZ is bf16/f16)
+            constraints=Constraints(activations=EPILOGUE_ACTIVATIONS, param_values=WIDE_F32),
+            launcher="launch_epilogue_grad",
+        ),
+        _k(
+            f"reduce_sum_{low}_f32",
+            "graph.reduce_sum",
+            "reduce.cu",
+            f"aicfc_reduce_sum_{low}_f32",
+            _REDUCE_SUM_ABI,
+            F32,
+            flags=("workspace",),  # f32 partials, as reduce_sum_f32's
+            constraints=Constraints(operand_dtypes=((0, (low,)),), param_values=WIDE_F32),
+            launcher="launch_reduce_sum",
+        ),
+    )
+]
+
 _REDUCTIONS = [
     spec
     for dt in ("f32", "bf16", "f16")  # one template on the storage type (kernels/reduce.cu)
@@ -663,10 +731,11 @@ _BGRAD_ABI = (*_GEMM_ABI, ("splits", "int32_t"), ("k_chunk", "int32_t"))
 _EPILOGUE_GRAD_ABI = (("M", "int32_t"), ("N", "int32_t"), ("act", "int32_t"))
 
 
-def epilogue_grad_kernel(dtype: str) -> str:
+def epilogue_grad_kernel(dtype: str, wide: bool = False) -> str:
     """The epilogue_grad kernel that a composite gemm_epilogue_grad of storage `dtype`
-    ("f32", "bf16", "f16") runs in place on dZ after its product."""
-    return f"cuda.epilogue_grad_{dtype}"
+    ("f32", "bf16", "f16") runs in place on dZ after its product; `wide`: the one that
+    writes dbias in float32 (bf16/f16 only)."""
+    return f"cuda.epilogue_grad_{dtype}_f32" if wide else f"cuda.epilogue_grad_{dtype}"
 
 
 _ONE_LAUNCH_EPILOGUE_GRADS = [
@@ -687,15 +756,22 @@ _ONE_LAUNCH_EPILOGUE_GRADS = [
 ]
 
 
-def _composite(product: KernelSpec) -> KernelSpec:
+def _composite(product: KernelSpec, wide: bool = False) -> KernelSpec:
+    """The composite gemm_epilogue_grad of `product`; `wide`: its dbias in float32 (a
+    bf16/f16 product, then epilogue_grad_<dtype>_f32)."""
     library = "library" in product.flags
+    name = product.name.replace("cuda.matmul_", "cuda.gemm_epilogue_grad_", 1)
     return KernelSpec(
-        name=product.name.replace("cuda.matmul_", "cuda.gemm_epilogue_grad_", 1),
+        name=f"{name}_f32" if wide else name,
         op=_BGRAD,
         family="cuda",
         dtypes=product.dtypes,
         transposes=product.transposes,
-        constraints=replace(product.constraints, activations=EPILOGUE_ACTIVATIONS),
+        constraints=replace(
+            product.constraints,
+            activations=EPILOGUE_ACTIVATIONS,
+            param_values=WIDE_F32 if wide else product.constraints.param_values,
+        ),
         flags=(product.flags - {"workspace"}) | {"composite"},
         abi=() if library else _EPILOGUE_GRAD_ABI,
         source=None if library else "reduce.cu",
@@ -711,9 +787,13 @@ _PRODUCTS = [
     k for k in (*_GEMMS, *_CUBLASLT) if not k.flags & {"fused", "split_k", "batched"}
 ]  # the single matmul entries (a gemm_epilogue's are "fused"); the split-K one's range is the
 # one-launch kernel's
-_COMPOSITE_EPILOGUE_GRADS = [_composite(k) for k in _PRODUCTS]
+_WIDE_PRODUCTS = [k for k in _PRODUCTS if k.dtypes[0] in CUBLASLT_LOW_PRECISION]
+_COMPOSITE_EPILOGUE_GRADS = [_composite(k) for k in _PRODUCTS] + [
+    _composite(k, wide=True) for k in _WIDE_PRODUCTS
+]
 COMPOSITE_PRODUCTS: dict[str, str] = {
-    c.name: k.name for c, k in zip(_COMPOSITE_EPILOGUE_GRADS, _PRODUCTS, strict=True)
+    c.name: k.name
+    for c, k in zip(_COMPOSITE_EPILOGUE_GRADS, [*_PRODUCTS, *_WIDE_PRODUCTS], strict=True)
 }
 """A composite gemm_epilogue_grad entry -> the product kernel it runs first."""
 # --- the transformer's kernels (issue 12): layer norm, embedding, attention, the
@@ -956,6 +1036,7 @@ _MLP_STEP = [
 KERNELS: tuple[KernelSpec, ...] = (
     *_GEMMS,
     *_CUBLASLT,
+    *_CUBLASLT_WIDE,
     *_CUBLASLT_SPLIT,
     *_ONE_LAUNCH_EPILOGUE_GRADS,
     *_COMPOSITE_EPILOGUE_GRADS,
@@ -965,6 +1046,7 @@ KERNELS: tuple[KernelSpec, ...] = (
     *_LAYOUT,
     *_LOSSES,
     *_REDUCTIONS,
+    *_WIDE_REDUCTIONS,
     *_RANDOM_AND_OPTIM,
     *_LAYER_NORM,
     *_EMBEDDING,

@@ -203,6 +203,10 @@ def refusal(spec: KernelSpec, problem: Problem, capability: Capability) -> str |
         pair = (bool(problem.param("transpose_a")), bool(problem.param("transpose_b")))
         if pair not in spec.transposes:
             return f"transposes (transpose_a={pair[0]}, transpose_b={pair[1]}) not supported"
+    if problem.param("out_dtype") != PARAM_DEFAULTS["out_dtype"] and not any(
+        key == "out_dtype" for key, _ in c.param_values
+    ):  # a widened product or reduction (dialects/wide_results.py)
+        return f"writes no result in {problem.param('out_dtype')} over its operands' dtype"
     if c.activations is not None and problem.param("act") not in c.activations:
         return f"activation {problem.param('act')} not in {', '.join(c.activations)}"
     for key, values in c.param_values:
@@ -438,7 +442,10 @@ class AutotuneCache:
 
     @staticmethod
     def key(problem: Problem, device: str) -> str:
-        return f"{problem.op}|{shape_bucket(problem)}|{problem.dtype}|{device}"
+        dtype = problem.dtype
+        if problem.param("out_dtype") != PARAM_DEFAULTS["out_dtype"] and problem.input_dtypes:
+            dtype = f"{problem.input_dtypes[0]}->{dtype}"  # a widened op: its own entries
+        return f"{problem.op}|{shape_bucket(problem)}|{dtype}|{device}"
 
     def lookup(self, problem: Problem, device: str) -> str | None:
         return self.entries.get(self.key(problem, device))

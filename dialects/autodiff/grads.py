@@ -56,6 +56,7 @@ from aicfc.dialects.tensors import (
     tensor,
     verify_rng_offset,
 )
+from aicfc.dialects.wide_results import result_element
 
 F = OpFlag
 
@@ -134,7 +135,8 @@ class EpilogueGradOp(AicfcOp):
     """The backward of a GEMM epilogue: dZ = dY * act'(saved), dbias = sum over rows of dZ.
 
     dY, saved and dZ are [..., M, N] (a layer on [B, T, D] keeps its leading dims); dbias
-    [N] sums dZ over every leading axis.
+    [N] sums dZ over every leading axis, in dY's dtype, or f32 over a bf16/f16 dY (the
+    fp32 sum written unrounded, dialects/wide_results.py).
 
     `act` is an activation with an epilogue form (dialects/activation_table.py);
     `saved` is what its gradient op reads: the forward output Y for relu
@@ -156,7 +158,10 @@ class EpilogueGradOp(AicfcOp):
     grad_bias = result_def(TensorType)
     act = prop_def(ActivationAttr)
     traits = traits_def(
-        Pure(), OpInfo(F.IS_BACKWARD | F.IS_FUSED | F.IS_ACTIVATION_GRAD | F.IS_REDUCTION)
+        Pure(),
+        OpInfo(
+            F.IS_BACKWARD | F.IS_FUSED | F.IS_ACTIVATION_GRAD | F.IS_REDUCTION, wide_results=(1,)
+        ),
     )
     assembly_format = (
         "$grad `,` $saved `act` `=` $act attr-dict `:` functional-type(operands, results)"
@@ -187,7 +192,8 @@ class EpilogueGradOp(AicfcOp):
                 "use graph.reduce_sum)"
             )
         require_result(self.name, self.grad_pre_act.type, g)
-        require_result(self.name, self.grad_bias.type, tensor((g.get_shape()[-1],), g.element_type))
+        db = result_element(self, 1, g.element_type)
+        require_result(self.name, self.grad_bias.type, tensor((g.get_shape()[-1],), db))
 
     def why_not_differentiable(self) -> str | None:
         # Its VJP is its activation gradient's (passes/vjp_rules.py), so it is
@@ -350,7 +356,8 @@ class GemmEpilogueGradOp(AicfcOp):
     aicfc-fuse forms it from a matmul whose only user is an epilogue_grad
     (passes/fusion/patterns.py): dY is never stored. op(A) is [M, K], op(B)
     [K, N]; `saved` [M, N] is what the activation's gradient reads (Y for relu, Z
-    for gelu); dZ is [M, N] and dbias [N]. Made after differentiation, so it has no
+    for gelu); dZ is [M, N] and dbias [N] (f32 over bf16/f16 operands where it is
+    wide: dialects/wide_results.py). Made after differentiation, so it has no
     VJP of its own.
 
     ```mlir
@@ -375,6 +382,7 @@ class GemmEpilogueGradOp(AicfcOp):
             F.IS_BACKWARD | F.IS_FUSED | F.IS_ACTIVATION_GRAD | F.IS_REDUCTION | F.HAS_PARAM,
             differentiable=False,
             why_not="it is made after differentiation (from a product and an epilogue_grad)",
+            wide_results=(1,),
         ),
     )
     assembly_format = (
@@ -428,7 +436,8 @@ class GemmEpilogueGradOp(AicfcOp):
                 "product is dZ: use graph.matmul and graph.reduce_sum)"
             )
         require_result(self.name, self.grad_pre_act.type, tensor((m, n), a.element_type))
-        require_result(self.name, self.grad_bias.type, tensor((n,), a.element_type))
+        db = result_element(self, 1, a.element_type)
+        require_result(self.name, self.grad_bias.type, tensor((n,), db))
 
     def flops(self) -> int:
         m, n, k = self.mnk()

@@ -37,6 +37,7 @@ from aicfc.dialects.tensors import (
     require_same_dtype,
     tensor,
 )
+from aicfc.dialects.wide_results import result_element
 
 F = OpFlag
 
@@ -123,14 +124,15 @@ class MatrixProductOp(GraphOp):
         return batch_shape(self.name, a.get_shape(), b.get_shape())
 
     def verify_product(self) -> TensorType[Attribute]:
-        """Check A and B (float, one dtype, K agrees, batch dims broadcast) and result #0;
+        """Check A and B (float, one dtype, K agrees, batch dims broadcast) and result #0
+        (A's dtype, or f32 over bf16/f16 operands: a wide result, dialects/wide_results.py);
         returns its type [..., M, N]."""
         a = ranked(self.name, "lhs", self.operands[0])
         b = ranked(self.name, "rhs", self.operands[1])
         require_float(self.name, "lhs", a)
         require_same_dtype(self.name, [("lhs", a), ("rhs", b)])
         m, n, _ = self.mnk()
-        out = tensor((*self.batch(), m, n), a.element_type)
+        out = tensor((*self.batch(), m, n), result_element(self, 0, a.element_type))
         require_result(self.name, self.results[0].type, out)
         return out
 
@@ -148,7 +150,8 @@ class MatmulOp(MatrixProductOp):
     dims broadcast as in torch.matmul (right-aligned, equal or 1), so a rank-2 B with a
     [B, T, D] A is a Linear layer on every position (its leading dims fold into M), and
     [B, H, T, d] x [B, H, S, d] with transpose_b is attention's q k^T. C is
-    [broadcast batch..., M, N].
+    [broadcast batch..., M, N], in A's dtype, or f32 over bf16/f16 A and B: the fp32
+    accumulation written unrounded (dialects/wide_results.py).
 
     ```mlir
     %c = graph.matmul %a, %b transpose_b : (tensor<4x3xf32>, tensor<5x3xf32>) -> tensor<4x5xf32>
@@ -162,7 +165,9 @@ class MatmulOp(MatrixProductOp):
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
-    traits = traits_def(Pure(), OpInfo(F.IS_GEMM_LIKE | F.IS_LINEAR | F.HAS_PARAM))
+    traits = traits_def(
+        Pure(), OpInfo(F.IS_GEMM_LIKE | F.IS_LINEAR | F.HAS_PARAM, wide_results=(0,))
+    )
     assembly_format = (
         "$lhs `,` $rhs (`transpose_a` $transpose_a^)? (`transpose_b` $transpose_b^)? "
         "attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `->` type($result)"
@@ -195,6 +200,8 @@ class GemmEpilogueOp(MatrixProductOp):
     The optional second result `pre_act` is Z = op(A) @ op(B) + bias before the
     activation (cuBLASLt's GELU_AUX), kept for the backward of an activation
     whose gradient reads its input (gelu); it is allowed only when act is not none.
+    Over bf16/f16 A and B, Y (and Z) may be f32: the fp32 accumulation written
+    unrounded, with an f32 bias (dialects/wide_results.py).
 
     ```mlir
     %y = graph.gemm_epilogue %x, %w bias %b act = relu transpose_b
@@ -211,7 +218,11 @@ class GemmEpilogueOp(MatrixProductOp):
     pre_act = opt_result_def(TensorType)
     act = opt_prop_def(ActivationAttr)
     traits = traits_def(
-        Pure(), OpInfo(F.IS_GEMM_LIKE | F.IS_FUSED | F.HAS_PARAM | F.IS_BIAS_ADD | F.IS_ACTIVATION)
+        Pure(),
+        OpInfo(
+            F.IS_GEMM_LIKE | F.IS_FUSED | F.HAS_PARAM | F.IS_BIAS_ADD | F.IS_ACTIVATION,
+            wide_results=(0, 1),
+        ),
     )
     assembly_format = (
         "$lhs `,` $rhs (`bias` $bias^)? (`act` `=` $act^)? (`transpose_a` $transpose_a^)? "
@@ -275,7 +286,9 @@ class GemmEpilogueOp(MatrixProductOp):
             )
         if self.bias is not None:
             bt = ranked(self.name, "bias", self.bias)
-            require_same_dtype(self.name, [("lhs", out), ("bias", bt)])
+            # a wide result adds a float32 bias (cuBLASLt's bias type is D's)
+            wide = out.element_type != a.element_type
+            require_same_dtype(self.name, [("result" if wide else "lhs", out), ("bias", bt)])
             if tuple(bt.get_shape()) != (n,):
                 raise VerifyException(
                     f"{self.name}: bias must have shape [{n}] (N of the "

@@ -33,6 +33,7 @@ from aicfc.dialects.tensors import (
     require_result,
     tensor,
 )
+from aicfc.dialects.wide_results import result_element
 
 F = OpFlag
 
@@ -74,7 +75,8 @@ class SoftmaxOp(GraphOp):
 
 @irdl_op_definition
 class ReduceSumOp(GraphOp):
-    """Sum over `axes` (numpy.sum with keepdims).
+    """Sum over `axes` (numpy.sum with keepdims), in the input's dtype, or f32 over a
+    bf16/f16 input: the fp32 accumulation written unrounded (dialects/wide_results.py).
 
     ```mlir
     %s = graph.reduce_sum %x axes = [0] : tensor<8x16xf32> -> tensor<16xf32>
@@ -87,7 +89,9 @@ class ReduceSumOp(GraphOp):
     result = result_def(TensorType)
     axes = prop_def(DenseArrayBase.constr(i64))
     keepdims = opt_prop_def(UnitAttr)
-    traits = traits_def(Pure(), OpInfo(F.IS_REDUCTION | F.IS_LINEAR | F.COLLAPSES_INFO))
+    traits = traits_def(
+        Pure(), OpInfo(F.IS_REDUCTION | F.IS_LINEAR | F.COLLAPSES_INFO, wide_results=(0,))
+    )
     assembly_format = (
         "$input `axes` `=` $axes (`keepdims` $keepdims^)? attr-dict `:` type($input) "
         "`->` type($result)"
@@ -113,7 +117,8 @@ class ReduceSumOp(GraphOp):
         x = ranked(self.name, "input", self.input)
         require_number(self.name, "input", x)
         shape = reduce_shape(self.name, x.get_shape(), self.axes_list, bool(self.keepdims))
-        require_result(self.name, self.result.type, tensor(shape, x.element_type))
+        out = result_element(self, 0, x.element_type)
+        require_result(self.name, self.result.type, tensor(shape, out))
 
     def flops(self) -> int:
         return numel(ranked(self.name, "input", self.input).get_shape())

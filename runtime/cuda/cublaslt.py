@@ -50,7 +50,9 @@ DATA_TYPES = {"float32": CUDA_R_32F, "float16": 2, "bfloat16": 14}
 """cudaDataType_t of each storage dtype (library_types.h: CUDA_R_16F = 2, CUDA_R_16BF = 14).
 A bf16/f16 product reads and writes its dtype (the bias too, cuBLASLt's default bias type
 for such a D) and accumulates and runs its epilogue in fp32 (CUBLAS_COMPUTE_32F, the
-scale type f32)."""
+scale type f32). A wide one (dialects/wide_results.py) reads bf16/f16 A and B and writes
+a float32 C/D with a float32 bias (the bias type defaults to D's), a combination of
+cublasLtMatmul's supported-types table (A/B 16BF or 16F, C/D 32F, COMPUTE_32F)."""
 
 EPILOGUES: dict[str, tuple[str, str]] = {
     "none": ("DEFAULT", "BIAS"),
@@ -97,20 +99,29 @@ class CublasLt:
 
     def plan(self, name: str, g: Gemm, d: Any, act: str, tf32: bool) -> Launch:
         """One cublasLtMatmul computing D = act(op(A) op(B) [+ bias]) (row-major, in D's
-        storage dtype: float32, bfloat16 or float16, DATA_TYPES; fp32 accumulation) for the
+        storage dtype: float32, bfloat16 or float16, DATA_TYPES, or float32 D over bf16/f16
+        A and B; fp32 accumulation) for the
         checked operands `g`, into `d` (its Y or its Z); `act` is a key of EPILOGUES."""
         lt, cublas = self.lt, self.cublas
         a, b, bias, ta, tb = g.a, g.b, g.bias, g.transpose_a, g.transpose_b
         m, n, k = g.m, g.n, g.k
         data = DATA_TYPES.get(np.dtype(d.dtype).name)
-        if data is None or any(
-            np.dtype(x.dtype) != np.dtype(d.dtype) for x in (a, b, bias) if x is not None
+        ab = DATA_TYPES.get(np.dtype(a.dtype).name)
+        same = np.dtype(a.dtype) == np.dtype(d.dtype)
+        wide = data == CUDA_R_32F and ab not in (None, CUDA_R_32F)  # bf16/f16 A, B -> f32 D
+        if (
+            data is None
+            or ab is None
+            or np.dtype(b.dtype) != np.dtype(a.dtype)
+            or (bias is not None and np.dtype(bias.dtype) != np.dtype(d.dtype))
+            or not (same or wide)
         ):
             raise CudaKernelError(
                 f'kernel "{name}": cuBLASLt runs float32, bfloat16 or float16 operands of one '
-                f"dtype, got {describe([a, b, bias, d])}"
+                "dtype (bf16/f16 A and B may write a float32 D, with a float32 bias), got "
+                f"{describe([a, b, bias, d])}"
             )
-        tf32 = tf32 and data == CUDA_R_32F
+        tf32 = tf32 and data == CUDA_R_32F and not wide
         compute = (
             cublas.ComputeType.COMPUTE_32F_FAST_TF32 if tf32 else cublas.ComputeType.COMPUTE_32F
         )
@@ -126,12 +137,8 @@ class CublasLt:
         self._set(dset, ddt, desc, dattr.EPILOGUE, int(epilogue))
         if bias is not None:
             self._set(dset, ddt, desc, dattr.BIAS_POINTER, int(bias.data.ptr))
-        lt_a = (
-            lt.matrix_layout_create(data, k, n, k) if tb else lt.matrix_layout_create(data, n, k, n)
-        )
-        lt_b = (
-            lt.matrix_layout_create(data, m, k, m) if ta else lt.matrix_layout_create(data, k, m, k)
-        )
+        lt_a = lt.matrix_layout_create(ab, k, n, k) if tb else lt.matrix_layout_create(ab, n, k, n)
+        lt_b = lt.matrix_layout_create(ab, m, k, m) if ta else lt.matrix_layout_create(ab, k, m, k)
         lt_d = lt.matrix_layout_create(data, n, m, n)
         if g.batch > 1:  # strided-batched: product i reads A + i stride_a, B + i stride_b
             lattr = lt.MatrixLayoutAttribute

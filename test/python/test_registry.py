@@ -18,8 +18,8 @@ verifier message. Verifier messages are mapped to cases like this:
    module-level function (the helpers that verifiers call); a raise in any
    other method (e.g. `exec.program`'s `graph()` lookup) is not a verifier
    message. The sites of the shared helper modules (dialects/tensors.py,
-   dialects/params.py) belong to no single dialect: each must be exercised by
-   some dialect's invalid.mlir.
+   params.py, checks.py, wide_results.py) belong to no single dialect: each must be
+   exercised by some dialect's invalid.mlir.
 2. Each site's message must be a string literal, an f-string, or a
    concatenation of those. It becomes a regular expression: the literal parts
    verbatim, `{self.name}` replaced by the enclosing op class's `name` when
@@ -55,7 +55,7 @@ from aicfc.passes import get_all_passes, module_name
 
 ROOT = Path(__file__).resolve().parents[2]
 DIALECTS = ("graph", "autodiff", "exec")
-SHARED_HELPERS = ("tensors", "params", "checks")
+SHARED_HELPERS = ("tensors", "params", "checks", "wide_results")
 SPLIT_MARKER = "// -----"
 VERIFY_FLAGS = ("--split-input-file", "--verify-diagnostics")
 

@@ -102,13 +102,15 @@ def product_then_epilogue_grad(
     """(A, B, saved) -> (dZ, dbias) as two launches on one stream: the product kernel that
     COMPOSITE_PRODUCTS names for `spec` writes op(A) op(B) into dZ, then the epilogue_grad
     kernel of `spec`'s storage dtype runs in place on dZ (each of its threads reads an
-    element of dY before writing dZ there)."""
+    element of dY before writing dZ there); with out_dtype "f32" the one that writes
+    dbias in float32."""
     a, b, saved = ins
     dz, dbias = outs
     product = registry.get(COMPOSITE_PRODUCTS[spec.name])
     flags = {k: params[k] for k in ("transpose_a", "transpose_b") if k in params}
     first = launch.launches_for(product, [a, b], [dz], flags, ctx)
-    follow = registry.get(epilogue_grad_kernel(spec.dtypes[0]))
+    wide = param(params, "out_dtype", "operands") == "f32"  # dbias in float32
+    follow = registry.get(epilogue_grad_kernel(spec.dtypes[0], wide))
     act = {"act": param(params, "act", "relu")}
     return [*first, *launch.launches_for(follow, [dz, saved], [dz, dbias], act, ctx)]
 

@@ -561,3 +561,19 @@ func.func @mlp_train_step_result_type(%x: tensor<4x6xf32>, %y: tensor<4xi32>, %o
   %r0, %r1, %r2, %r3, %r4 = autodiff.mlp_train_step %x, %y, %one, %lr, %b1, %b2, %eps, %wd, %one, %one, %w, %w, %w, %s acts = "none" bias = [0] : (tensor<4x6xf32>, tensor<4xi32>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f32>, tensor<f32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<3x6xf32>, tensor<f32>) -> (tensor<f32>, tensor<3x6xf32>, tensor<3x5xf32>, tensor<3x6xf32>, tensor<f32>)
   func.return
 }
+
+// -----
+
+func.func @epilogue_grad_wide_dz(%a: tensor<4x4xbf16>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.epilogue_grad: result type is tensor<4x4xf32>, expected tensor<4x4xbf16>
+  %dz, %db = autodiff.epilogue_grad %a, %a act = relu : (tensor<4x4xbf16>, tensor<4x4xbf16>) -> (tensor<4x4xf32>, tensor<4xf32>)
+  func.return
+}
+
+// -----
+
+func.func @gemm_epilogue_grad_wide_f64(%a: tensor<4x4xbf16>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.gemm_epilogue_grad: result #1 has element type f64; expected bf16 (the operands' dtype), or f32 when the operands are bf16/f16 (the fp32 accumulation written unrounded)
+  %dz, %db = autodiff.gemm_epilogue_grad %a, %a, %a act = relu : (tensor<4x4xbf16>, tensor<4x4xbf16>, tensor<4x4xbf16>) -> (tensor<4x4xbf16>, tensor<4xf64>)
+  func.return
+}

@@ -426,3 +426,36 @@ func.func @cast_int(%x: tensor<4x8xi32>) {
   %y = graph.cast %x : tensor<4x8xi32> to tensor<4x8xbf16>
   func.return
 }
+
+// -----
+
+// A wide result (dialects/wide_results.py): f32 over bf16/f16 operands only.
+func.func @matmul_wide_from_f32(%a: tensor<4x4xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.matmul: result #0 has element type f64; expected f32 (the operands' dtype), or f32 when the operands are bf16/f16 (the fp32 accumulation written unrounded)
+  %c = graph.matmul %a, %a : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf64>
+  func.return
+}
+
+// -----
+
+func.func @matmul_bf16_to_f16(%a: tensor<4x4xbf16>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.matmul: result #0 has element type f16; expected bf16 (the operands' dtype), or f32 when the operands are bf16/f16 (the fp32 accumulation written unrounded)
+  %c = graph.matmul %a, %a : (tensor<4x4xbf16>, tensor<4x4xbf16>) -> tensor<4x4xf16>
+  func.return
+}
+
+// -----
+
+func.func @gemm_epilogue_wide_low_bias(%a: tensor<4x4xbf16>, %b: tensor<4xbf16>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.gemm_epilogue: bias has element type bf16 but result has f32; they must match
+  %c = graph.gemm_epilogue %a, %a bias %b : (tensor<4x4xbf16>, tensor<4x4xbf16>, tensor<4xbf16>) -> tensor<4x4xf32>
+  func.return
+}
+
+// -----
+
+func.func @reduce_sum_wide_from_i32(%a: tensor<4x4xi32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.reduce_sum: result #0 has element type f32; expected i32 (the operands' dtype), or f32 when the operands are bf16/f16 (the fp32 accumulation written unrounded)
+  %c = graph.reduce_sum %a axes = [0] : tensor<4x4xi32> -> tensor<4xf32>
+  func.return
+}

@@ -280,3 +280,16 @@ func.func @class_losses(%x: tensor<2x8x65xf32>, %y: tensor<2x8xi32>) -> tensor<f
 // CHECK-NEXT: }
 }
 
+
+// Wide results (dialects/wide_results.py): a product, its epilogue (an f32 bias) and a
+// reduction of bf16/f16 operands written in f32.
+// CHECK-LABEL: func.func @wide_results
+func.func @wide_results(%a: tensor<4x8xbf16>, %w: tensor<16x8xbf16>, %b: tensor<16xf32>, %h: tensor<4x8xf16>) -> (tensor<4x16xf32>, tensor<4x16xf32>, tensor<8xf32>) {
+  // CHECK-NEXT: %m = graph.matmul %a, %w transpose_b : (tensor<4x8xbf16>, tensor<16x8xbf16>) -> tensor<4x16xf32>
+  %m = graph.matmul %a, %w transpose_b : (tensor<4x8xbf16>, tensor<16x8xbf16>) -> tensor<4x16xf32>
+  // CHECK-NEXT: %y = graph.gemm_epilogue %a, %w bias %b act = relu transpose_b : (tensor<4x8xbf16>, tensor<16x8xbf16>, tensor<16xf32>) -> tensor<4x16xf32>
+  %y = graph.gemm_epilogue %a, %w bias %b act = relu transpose_b : (tensor<4x8xbf16>, tensor<16x8xbf16>, tensor<16xf32>) -> tensor<4x16xf32>
+  // CHECK-NEXT: %s = graph.reduce_sum %h axes = [0] : tensor<4x8xf16> -> tensor<8xf32>
+  %s = graph.reduce_sum %h axes = [0] : tensor<4x8xf16> -> tensor<8xf32>
+  func.return %m, %y, %s : tensor<4x16xf32>, tensor<4x16xf32>, tensor<8xf32>
+}

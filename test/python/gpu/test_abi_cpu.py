@@ -975,3 +975,54 @@ def test_silu_binds_its_code_in_our_gemms_and_cublaslt_refuses_it():
     assert "silu" not in (lt.constraints.activations or ())
     with pytest.raises(CudaKernelError, match="cuBLASLt runs act none or relu, not silu"):
         launches_for(lt, [f(8, 4), f(4, 6), f(6)], [f(8, 6)], {"act": "silu"}, CublasLtCtx())
+
+
+def test_bf16_mlp_step_folds_its_casts_into_products_and_reductions():
+    """The bf16 train step of the 784-256-256-10 MLP (batch 128, cuBLASLt): before
+    aicfc-fold-casts it ran 15 casts of 31 launches; the 3 weight gradients' products, the
+    logits' gemm_epilogue, the last layer's bias-gradient reduce_sum and the 2 composite
+    bias gradients now write f32 themselves (7 casts folded), and the logits' epilogue
+    adds the f32 master bias, so its cast to bf16 is gone too: 7 casts of 23 launches."""
+    from aicfc import nn, optim
+    from aicfc.runtime.plan import LaunchStep
+
+    mlp = nn.Sequential(
+        nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)
+    )
+    plans = lowered_plans(mlp, "cross_entropy", optim.Adam(lr=1e-3), 128, True, True, "bf16")
+    (step,) = [p for p in plans if p.name == "train_step"]
+    kernels = [s.kernel for s in step.steps if isinstance(s, LaunchStep)]
+    casts = [k for k in kernels if k.startswith("cuda.cast_")]
+    assert len(kernels) == 23 and len(casts) == 7, kernels
+    assert all(k == "cuda.cast_f32_bf16" for k in casts)  # only the products' inputs
+    assert kernels.count("cuda.matmul_cublaslt_bf16_f32") == 3
+    assert kernels.count("cuda.gemm_epilogue_cublaslt_bf16_f32") == 1
+    assert kernels.count("cuda.reduce_sum_bf16_f32") == 1
+    assert kernels.count("cuda.gemm_epilogue_grad_cublaslt_bf16_f32") == 2
+    (wide,) = [s for s in step.steps if isinstance(s, LaunchStep) and "reduce_sum" in s.kernel]
+    assert wide.params["out_dtype"] == "f32"
+    assert step.buffers[wide.outputs[0]].dtype == np.float32
+
+
+def test_a_wide_composite_runs_the_wide_epilogue_grad():
+    """A composite gemm_epilogue_grad with out_dtype f32 (its dbias folded) runs the
+    low-precision product into dZ and then epilogue_grad_<dt>_f32, which writes dbias in
+    float32; without it, epilogue_grad_<dt>; the f32 kernels refuse the widened op."""
+    bf = np.dtype(ml_dtypes.bfloat16)
+
+    def g16(*shape):
+        return FakeArray(shape, bf)
+
+    spec = registry.get("cuda.gemm_epilogue_grad_cublaslt_bf16_f32")
+    assert COMPOSITE_PRODUCTS[spec.name] == "cuda.matmul_cublaslt_bf16"
+    params = {"act": "relu", "out_dtype": "f32"}
+    launches = launches_for(spec, [g16(8, 4), g16(4, 6), g16(8, 6)], [g16(8, 6), f(6)], params,
+                            CublasLtCtx())  # fmt: skip
+    assert launches[-1].name == "cuda.epilogue_grad_bf16_f32"
+    assert epilogue_grad_kernel("bf16", wide=True) == "cuda.epilogue_grad_bf16_f32"
+    from aicfc.runtime.selector import Problem, refusal
+
+    p = Problem("graph.reduce_sum", "f32", ((8, 6),), ((6,),), ("bf16",), {"axes": (0,), **params})
+    why = refusal(registry.get("cuda.reduce_sum_f32"), p, {"arch": 90})
+    assert why == "writes no result in f32 over its operands' dtype"
+    assert refusal(registry.get("cuda.reduce_sum_bf16_f32"), p, {"arch": 90}) is None

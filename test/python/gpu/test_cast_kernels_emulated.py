@@ -234,3 +234,50 @@ def test_loss_scaling_kernels_are_the_reference() -> None:
         run("cuda.update_scale_f32", ins, [s1, t1], {"growth_interval": 10})
         ws, wt = reference.REFERENCE[ad.UpdateScaleOp](*ins, growth_interval=10)
         assert (float(s1.array[0]), float(t1.array[0])) == (float(ws), float(wt))
+
+
+F32_SUM = 1e-5
+"""Relative error of a float32 sum of a few hundred terms against the float64 one (fp32
+accumulation, unrounded): far below one bf16 (2^-8) or f16 (2^-11) rounding."""
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+@pytest.mark.parametrize(
+    ("shape", "axes"), [((64, 37), (0,)), ((3, 50, 8), (1,)), ((300, 45), (0,)), ((6, 300), (1,))]
+)
+def test_wide_reduce_sum_writes_the_fp32_sum(
+    dt: str, shape: tuple[int, ...], axes: tuple[int, ...]
+) -> None:
+    """reduce_sum_<dt>_f32 (a cast folded into the reduction, aicfc-fold-casts): the float32
+    sum of the low values, unrounded; [300, 45] over rows splits into chunks (f32 partials)."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal(shape).astype(DTYPES[dt])
+    out = poisoned(x.astype(np.float64).sum(axis=axes).shape, "f32")
+    run(f"cuda.reduce_sum_{dt}_f32", [x], [out], {"axes": axes, "out_dtype": "f32"})
+    exact = x.astype(np.float64).sum(axis=axes)
+    assert out.array.dtype == np.float32
+    assert norm_err(out.array, exact) <= F32_SUM
+    (want,) = reference.REFERENCE[g.ReduceSumOp](x, axes=axes, out_dtype="f32")
+    assert want.dtype == np.float32 and norm_err(want, exact) <= F32_SUM
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+@pytest.mark.parametrize("act", ["relu", "gelu"])
+def test_wide_epilogue_grad_writes_dbias_in_fp32(dt: str, act: str) -> None:
+    """epilogue_grad_<dt>_f32: dZ as the low kernel's (bitwise for relu), dbias the float32
+    column sums of the unrounded fp32 dZ."""
+    rng = np.random.default_rng(13)
+    m, n = 70, 45
+    dy = rng.standard_normal((m, n)).astype(DTYPES[dt])
+    saved = rng.standard_normal((m, n)).astype(DTYPES[dt])
+    dz, db = poisoned((m, n), dt), poisoned((n,), "f32")
+    run(f"cuda.epilogue_grad_{dt}_f32", [dy, saved], [dz, db], {"act": act, "out_dtype": "f32"})
+    want_dz, want_db = reference.REFERENCE[ad.EpilogueGradOp](dy, saved, act=act, out_dtype="f32")
+    assert want_db.dtype == np.float32 and want_dz.dtype == DTYPES[dt]
+    if act == "relu":
+        np.testing.assert_array_equal(dz.array.view(np.uint16), want_dz.view(np.uint16))
+    else:
+        assert within_one_rounding(dz.array, want_dz, dt)
+    exact = reference.epilogue_grad(dy.astype(np.float64), saved.astype(np.float64), act=act)[1]
+    assert norm_err(db.array, exact) <= F32_SUM
+    assert norm_err(want_db, exact) <= F32_SUM

@@ -154,3 +154,63 @@ def test_mixed_precision_digits_on_the_gpu_follows_numpy(precision: str) -> None
     rel = np.abs(gpu_losses - cpu_losses) / cpu_losses
     assert rel.max() <= 0.02, (rel.argmax(), rel.max())
     assert gpu_losses[-10:].mean() < 0.5 * gpu_losses[:10].mean()  # it trained
+
+
+F32_SUM = 2.0**-18
+"""A float32 result of bf16/f16 products against the float64 one: fp32 accumulation (its
+order is cuBLASLt's, K up to 1024), no rounding to the low dtype (2^-8 / 2^-11)."""
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+@pytest.mark.parametrize(("op", "act"), [("matmul", "none"), ("gemm_epilogue", "none"),
+                                         ("gemm_epilogue", "relu")])  # fmt: skip
+@pytest.mark.parametrize(("m", "n", "k"), [(128, 10, 256), (1024, 1024, 1024)])
+def test_cublaslt_wide_product_writes_fp32(dt: str, op: str, act: str, m: int, n: int, k: int):
+    """cuda.<op>_cublaslt_<dt>_f32 (aicfc-fold-casts): bf16/f16 A and B, a float32 D (and
+    bias), against float64 from the same low values and the NumPy reference."""
+    import cupy
+
+    need(dt)
+    rng = np.random.default_rng(m + k)
+    a = rng.standard_normal((m, k)).astype(DTYPES[dt])
+    w = rng.standard_normal((n, k)).astype(DTYPES[dt])
+    ins = [a, w]
+    params: dict[str, Any] = {"transpose_b": True, "out_dtype": "f32"}
+    if op == "gemm_epilogue":
+        ins.append(rng.standard_normal(n).astype(np.float32))
+        params["act"] = act
+    y = cupy.zeros((m, n), np.float32)
+    run(f"cuda.{op}_cublaslt_{dt}_f32", [cupy.asarray(v) for v in ins], [y], params)
+    exact = a.astype(np.float64) @ w.astype(np.float64).T
+    if op == "gemm_epilogue":
+        exact = exact + ins[2]
+        exact = np.maximum(exact, 0.0) if act == "relu" else exact
+    got = cupy.asnumpy(y)
+    assert got.dtype == np.float32
+    assert np.linalg.norm(got - exact) <= F32_SUM * np.linalg.norm(exact)
+    cls = g.MatmulOp if op == "matmul" else g.GemmEpilogueOp
+    ref = reference.REFERENCE[cls](*ins, **params)[0]
+    assert ref.dtype == np.float32
+    assert np.linalg.norm(got - ref) <= F32_SUM * np.linalg.norm(exact)
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+@pytest.mark.parametrize("shape", [(128, 10), (16384, 384)])
+def test_wide_reduce_sum_and_epilogue_grad_write_fp32(dt: str, shape: tuple[int, int]) -> None:
+    """reduce_sum_<dt>_f32 (row chunks at [16384, 384]) and epilogue_grad_<dt>_f32: the
+    float32 sums of the low values, against float64."""
+    import cupy
+
+    need(dt)
+    rng = np.random.default_rng(shape[0])
+    x = rng.standard_normal(shape).astype(DTYPES[dt])
+    out = cupy.zeros(shape[1], np.float32)
+    run(f"cuda.reduce_sum_{dt}_f32", [cupy.asarray(x)], [out], {"axes": (0,), "out_dtype": "f32"})
+    exact = x.astype(np.float64).sum(0)
+    assert np.linalg.norm(cupy.asnumpy(out) - exact) <= F32_SUM * np.linalg.norm(exact)
+    y = rng.standard_normal(shape).astype(DTYPES[dt])
+    dz, db = cupy.zeros(shape, DTYPES[dt]), cupy.zeros(shape[1], np.float32)
+    run(f"cuda.epilogue_grad_{dt}_f32", [cupy.asarray(x), cupy.asarray(y)], [dz, db],
+        {"act": "relu", "out_dtype": "f32"})  # fmt: skip
+    exact = (x.astype(np.float64) * (y.astype(np.float64) > 0)).sum(0)
+    assert np.linalg.norm(cupy.asnumpy(db) - exact) <= F32_SUM * np.linalg.norm(exact)

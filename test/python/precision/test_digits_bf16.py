@@ -6,8 +6,9 @@ digits from one init and one batch order three ways: aicfc fp32, aicfc bf16
 torch.autocast("cpu", dtype=torch.bfloat16) (the oracle of mixed precision: its linear
 layers run in bf16, cross_entropy in fp32). Asserted: every step's loss of the bf16
 program within 2 % of the fp32 program's and of torch autocast's, and the test accuracy
-on the 397 held-out digits within 0.5 percentage points of both. Measured when written:
-largest step difference 1.3 % against fp32, 0.5 % against torch; accuracies equal.
+on the 397 held-out digits not more than 0.5 percentage points below either. Measured
+when written: largest step difference 1.3 % against fp32, 0.5 % against torch;
+accuracies equal; with aicfc-fold-casts, bf16 is 2 digits (0.5 points) above both.
 """
 
 from __future__ import annotations
@@ -89,8 +90,12 @@ def test_bf16_digits_train_like_fp32_and_torch_autocast(digits) -> None:
     assert against_torch.max() <= LOSS_TOL, (
         f"step {against_torch.argmax()}: {against_torch.max():.3%}"
     )
-    assert abs(a16 - a32) <= ACC_TOL, (a16, a32)
-    assert abs(a16 - at) <= ACC_TOL, (a16, at)
+    # "reaches the fp32 test accuracy within 0.5 points" (issue 13): not worse by more.
+    # With the gradients' casts folded (aicfc-fold-casts: dW and dbias are the unrounded
+    # fp32 sums, where torch autocast rounds them to bf16), bf16 scores 2 of the 397 test
+    # digits (0.504 points) above both fp32 and torch autocast here.
+    assert a32 - a16 <= ACC_TOL, (a16, a32)
+    assert at - a16 <= ACC_TOL, (a16, at)
     # the masters stay fp32, and so does Adam's state (the hyperparameters are f64 0-d
     # state, `optim.<g>.<key>`, whatever the precision)
     adam = ("", ".exp_avg", ".exp_avg_sq", ".step")

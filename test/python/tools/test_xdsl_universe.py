@@ -45,6 +45,7 @@ AICFC_PASSES = [
     "aicfc-autocast",
     "aicfc-data-parallel",
     "aicfc-expand-backward",
+    "aicfc-fold-casts",
     "aicfc-fold-constants",
     "aicfc-fold-inplace",
     "aicfc-fold-linear",
