@@ -26,6 +26,7 @@ PASS_CLASSES: dict[str, str] = {
     "aicfc-fold-constants": "AicfcFoldConstantsPass",
     "aicfc-autocast": "AicfcAutocastPass",
     "aicfc-loss-scale": "AicfcLossScalePass",
+    "aicfc-fold-weight-casts": "AicfcFoldWeightCastsPass",
     "aicfc-data-parallel": "AicfcDataParallelPass",
 }
 """Registered passes: name -> class name in `aicfc.passes.<name with underscores>`."""

@@ -15,6 +15,9 @@ stage "graph".
                    and a product feeding one autodiff.gemm_epilogue_grad
     canonical      xDSL's canonicalize, aicfc-fold-constants and cse (constants folded,
                    duplicate constants and products merged)
+    weight-copies  aicfc-fold-weight-casts, only for a bf16/fp16 precision: the optimizer
+                   writes each weight's low-precision copy, which the forward reads in place
+                   of a per-step cast of the master
     hoisted        aicfc-hoist-updates: each optimizer update right after its gradients
                    and its parameter's last reader
     exec           aicfc-lower-exec{backend=...}: exec.program with buffers and launches
@@ -83,12 +86,14 @@ def train_pipeline(
     low = (Step("autocast", f"aicfc-autocast{{dtype={autocast}}}"),) if autocast else ()
     if autocast == "fp16":  # fp16 flushes small gradients to zero: scale the loss
         low = (Step("autocast", f"aicfc-autocast{{dtype={autocast}}},aicfc-loss-scale"),)
+    copies = (Step("weight-copies", "aicfc-fold-weight-casts"),) if autocast else ()
     return (
         Step("fused", "aicfc-fuse"),
         *low,
         Step("backward", "aicfc-expand-backward"),
         Step("fused-backward", "aicfc-fuse"),
         Step("canonical", "canonicalize,aicfc-fold-constants,cse"),
+        *copies,
         Step("hoisted", "aicfc-hoist-updates"),
         Step("exec", f"aicfc-lower-exec{{{lower}}}"),
         Step("inplace", f"aicfc-fold-inplace{{enable={inplace_opt}}}"),

@@ -19,7 +19,8 @@ CASES = [
         "aicfc-fsue",
         "unknown pass 'aicfc-fsue'; did you mean 'aicfc-fuse'? available: aicfc-analyze, "
         "aicfc-autocast, aicfc-data-parallel, aicfc-expand-backward, aicfc-fold-constants, "
-        "aicfc-fold-inplace, aicfc-fold-linear, aicfc-fuse, aicfc-hoist-updates, "
+        "aicfc-fold-inplace, aicfc-fold-linear, aicfc-fold-weight-casts, aicfc-fuse, "
+        "aicfc-hoist-updates, "
         "aicfc-loss-scale, aicfc-lower-exec, aicfc-plan-memory, aicfc-train-pipeline and "
         "xDSL's (canonicalize, cse, dce); see docs/passes.md",
     ),

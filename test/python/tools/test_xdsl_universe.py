@@ -48,6 +48,7 @@ AICFC_PASSES = [
     "aicfc-fold-constants",
     "aicfc-fold-inplace",
     "aicfc-fold-linear",
+    "aicfc-fold-weight-casts",
     "aicfc-fuse",
     "aicfc-hoist-updates",
     "aicfc-loss-scale",
