@@ -57,7 +57,9 @@ from aicfc.nn import InputSpec, Module, ShapeError, mode_key
 from aicfc.optim import Optimizer
 from aicfc.optim.lr_scheduler import LRScheduler
 from aicfc.param_groups import ParamGroupView, last_epoch, replace_optimizer
+from aicfc.passes.aicfc_autocast import LOW_DTYPES
 from aicfc.passes.aicfc_expand_backward import unused_wrt
+from aicfc.passes.aicfc_fold_weight_casts import copy_name
 from aicfc.passes.aicfc_loss_scale import GROWTH_TRACKER, SCALE
 from aicfc.passes.pipelines import (
     GRAPH_STAGE,
@@ -280,7 +282,10 @@ class Program:
     weights: `state_dict()` holds fp32 and loads across precisions. fp16 adds dynamic loss
     scaling (aicfc-loss-scale: torch GradScaler's semantics on the device) and its state
     `amp.scale`, `amp.growth_tracker` (a checkpoint without them loads with strict=False
-    and keeps the current scale). `self.precision`.
+    and keeps the current scale). `self.precision`. The low-precision copy of each weight
+    that the train step reads and the optimizer rewrites (aicfc-fold-weight-casts, state
+    `<param>.bf16`) is derived state: filled from the masters whenever a step is loaded
+    or `load_state_dict` / `load` writes the masters, and never in `state_dict()`.
 
     data_parallel: an aicfc.distributed.DataParallel with its communicator: the train
     step all-reduces its gradients (stage "data-parallel") and every param and state is
@@ -354,7 +359,10 @@ class Program:
         self.group_layouts = group_layout(model, optimizer)
         self.store: BufferStore = backend.create_store()
         init = initial_values(model, optimizer, self.options)
-        self._transient = frozenset(transient_states(model, self.options))
+        low = LOW_DTYPES.get(AUTOCAST_DTYPE.get(precision, ""))
+        # the state name of each param's low-precision copy -> the param
+        self._weight_copies = {copy_name(p, low): p for p in params} if low else {}
+        self._transient = frozenset([*transient_states(model, self.options), *self._weight_copies])
         if precision == "fp16":  # aicfc-loss-scale's state, GradScaler's initial values
             init.update(loss_scale_state())
         for name, value in init.items():
@@ -457,6 +465,7 @@ class Program:
         self.store.load_state_dict(
             {n: v for n, v in state.items() if n not in self._transient}, strict=False
         )
+        self._refresh_weight_copies()
         return IncompatibleKeys(missing_keys=missing, unexpected_keys=unexpected)
 
     def parameters(self) -> dict[str, np.ndarray]:
@@ -630,6 +639,19 @@ class Program:
 
     # --- internals -------------------------------------------------------------
 
+    def _refresh_weight_copies(self) -> None:
+        """Each weight copy the store holds := its master cast to the copy's dtype (round to
+        nearest even, graph.cast's rounding): what the optimizer would have written."""
+        fresh = {}
+        for name, param in self._weight_copies.items():
+            if name in self.store:
+                dtype = self.store.spec(name)[1]
+                master = self.backend.to_numpy(self.store[param])
+                with np.errstate(over="ignore"):  # f16 past 65504 is inf, as graph.cast's
+                    fresh[name] = master.astype(dtype)
+        if fresh:
+            self.store.load_state_dict(fresh, strict=False)
+
     def _check_function(self, function: str) -> None:
         if function not in FUNCTIONS:
             raise ValueError(f"unknown function {function!r}; functions: {', '.join(FUNCTIONS)}")
@@ -771,6 +793,7 @@ class Program:
                 cache.store(key, module)
         program = next(op for op in module.ops if isinstance(op, ex.ProgramOp))
         entry.executable = self.backend.load(program, self.store)
+        self._refresh_weight_copies()  # a copy the load just declared starts zero-filled
         entry.seconds = time.perf_counter() - start
         return entry
 

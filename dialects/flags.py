@@ -110,9 +110,9 @@ class AliasPolicy:
 
 
 OUT0_IN0 = AliasPolicy("out0_in0", ((0, 0),))
-# adam_step(param, grad, m, v, step) -> (param', m', v', step'): the grad (in1)
-# is never a destination.
-ADAM_TRIPLET = AliasPolicy("adam_triplet", ((0, 0), (1, 2), (2, 3), (3, 4)))
+# adam_step(param, grad, m, v, step, 7 scalars[, low_copy]) -> (param', m', v', step'[,
+# low_copy']): the grad (in1) is never a destination.
+ADAM_TRIPLET = AliasPolicy("adam_triplet", ((0, 0), (1, 2), (2, 3), (3, 4), (4, 12)))
 # sgd_step(param, grad, lr, momentum, weight_decay, grad_scale, apply[, momentum_buffer])
 #   -> (param'[, momentum_buffer'])
 SGD_PAIR = AliasPolicy("sgd_pair", ((0, 0), (1, 7)))

@@ -13,13 +13,18 @@
 //   multi-tensor apply of torch.optim.Adam(foreach/fused)). The buffers travel in a
 //   device tensor list, per tensor in ABI order: inputs (param, grad, exp_avg,
 //   exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay, grad_scale, apply), then
-//   outputs (param', exp_avg', exp_avg_sq', step'), then its element count; outputs
-//   may be the same buffers as the inputs (alias policy adam_triplet). The gradient is
+//   outputs (param', exp_avg', exp_avg_sq', step'), then the low-precision copy and its
+//   next value (low_copy, low_copy': bf16 or f16, null without a copy), the copy's dtype
+//   code (kLowNone, kLowBf16, kLowF16), then its element count; outputs may be the same
+//   buffers as the inputs (alias policy adam_triplet). The copy's next value is param'
+//   rounded to nearest even (lowp.cuh's store, graph.cast's rounding), written from
+//   the register that holds param', so no cast of the master runs before the next
+//   forward (passes/aicfc_fold_weight_casts.py). The gradient is
 //   multiplied by grad_scale as it is read (the clipping coefficient). Bias correction
 //   is computed on the device from each tensor's step counter (t = step + 1).
 //   ABI: (workspace, const int64 meta*, int32 ntensors, int32 nchunks, int32 chunk,
 //         int32 decoupled_weight_decay)
-//   meta: [ntensors x 17] pointers and counts, then [nchunks x 2] (tensor, start).
+//   meta: [ntensors x 20] pointers, codes and counts, then [nchunks x 2] (tensor, start).
 //   Grid: nchunks blocks of 256 threads, each updating `chunk` elements of one tensor.
 //   The step counters are read by every block and written by the last block to
 //   finish (common.cuh's ticket counter in the workspace), so step' may alias step.
@@ -42,6 +47,7 @@
 //   every); one thread. aicfc_accumulate_grad_f32: (grad, accum, reset, mean, accum',
 //   int64 every, int64 n), grid-stride.
 #include "common.cuh"
+#include "lowp.cuh"
 
 AICFC_EXPORT_ABI_VERSION
 
@@ -53,14 +59,16 @@ AICFC_EXPORT_ABI_VERSION
 
 namespace {
 
-constexpr int kAdamFields = 17;
+constexpr int kAdamFields = 20;
+constexpr int64_t kLowNone = 0, kLowBf16 = 1, kLowF16 = 2;
 
 struct AdamTensor {
   float *p, *g, *m, *v, *s;
   const double *lr, *beta1, *beta2, *eps, *wd;
   const float *scale, *apply;
   float *p_out, *m_out, *v_out, *s_out;
-  int64_t n;
+  void *low, *low_out;
+  int64_t low_kind, n;
 };
 
 template <typename T>
@@ -75,7 +83,8 @@ __device__ __forceinline__ AdamTensor adam_tensor(const int64_t* meta, int t) {
           field<const double>(f, 6),  field<const double>(f, 7),  field<const double>(f, 8),
           field<const double>(f, 9),  field<const float>(f, 10),  field<const float>(f, 11),
           field<float>(f, 12),        field<float>(f, 13),        field<float>(f, 14),
-          field<float>(f, 15),        f[16]};
+          field<float>(f, 15),        field<void>(f, 16),         field<void>(f, 17),
+          f[18],                      f[19]};
 }
 
 struct AdamScalars {
@@ -125,6 +134,24 @@ __device__ __forceinline__ void keep(const float* in, float* out, int64_t start,
   for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) out[i] = in[i];
 }
 
+// out[i] = in[i] over [start, end) for a 2-byte copy, unless out is in.
+__device__ __forceinline__ void keep_low(const void* in, void* out, int64_t start,
+                                         int64_t end) {
+  if (in == out) return;
+  const uint16_t* src = static_cast<const uint16_t*>(in);
+  uint16_t* dst = static_cast<uint16_t*>(out);
+  for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) dst[i] = src[i];
+}
+
+// The low-precision copy of param' (Low: lowp.cuh's bf16/f16; void: no copy).
+template <class Low>
+__device__ __forceinline__ void store_low(void* low, int64_t i, float p) {
+  static_cast<Low*>(low)[i] = aicfc::store<Low>(p);
+}
+template <>
+__device__ __forceinline__ void store_low<void>(void*, int64_t, float) {}
+
+template <class Low>
 __device__ __forceinline__ void adam_chunk(const AdamTensor& a, const AdamScalars& c,
                                            int64_t start, int64_t end) {
   // 16-byte path: 4 elements per load, so each thread keeps 7 x 16 bytes in flight.
@@ -147,6 +174,10 @@ __device__ __forceinline__ void adam_chunk(const AdamTensor& a, const AdamScalar
       *reinterpret_cast<float4*>(a.p_out + j) = p;
       *reinterpret_cast<float4*>(a.m_out + j) = m;
       *reinterpret_cast<float4*>(a.v_out + j) = v;
+      store_low<Low>(a.low_out, j, p.x);
+      store_low<Low>(a.low_out, j + 1, p.y);
+      store_low<Low>(a.low_out, j + 2, p.z);
+      store_low<Low>(a.low_out, j + 3, p.w);
     }
     i = vec_end;
   }
@@ -156,6 +187,7 @@ __device__ __forceinline__ void adam_chunk(const AdamTensor& a, const AdamScalar
     a.p_out[i] = p;
     a.m_out[i] = m;
     a.v_out[i] = v;
+    store_low<Low>(a.low_out, i, p);
   }
 }
 
@@ -217,11 +249,18 @@ extern "C" __global__ void __launch_bounds__(256)
   AdamTensor a = adam_tensor(meta, t);
   int64_t end = min(start + (int64_t)chunk, a.n);
   if (*a.apply != 0.0f) {
-    adam_chunk(a, adam_scalars(a, decoupled != 0), start, end);
+    AdamScalars c = adam_scalars(a, decoupled != 0);
+    if (a.low_kind == kLowBf16)  // one tensor per block: the branch is uniform
+      adam_chunk<aicfc::bf16>(a, c, start, end);
+    else if (a.low_kind == kLowF16)
+      adam_chunk<aicfc::f16>(a, c, start, end);
+    else
+      adam_chunk<void>(a, c, start, end);
   } else {
     keep(a.p, a.p_out, start, end);
     keep(a.m, a.m_out, start, end);
     keep(a.v, a.v_out, start, end);
+    if (a.low_kind != kLowNone) keep_low(a.low, a.low_out, start, end);
   }
   if (aicfc::last_block_done(reinterpret_cast<uint32_t*>(workspace))) {
     for (int k = threadIdx.x; k < ntensors; k += blockDim.x) {

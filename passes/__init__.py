@@ -27,6 +27,7 @@ PASS_CLASSES: dict[str, str] = {
     "aicfc-autocast": "AicfcAutocastPass",
     "aicfc-fold-casts": "AicfcFoldCastsPass",
     "aicfc-loss-scale": "AicfcLossScalePass",
+    "aicfc-fold-weight-casts": "AicfcFoldWeightCastsPass",
     "aicfc-data-parallel": "AicfcDataParallelPass",
     "aicfc-fuse-train-step": "AicfcFuseTrainStepPass",
 }

@@ -19,6 +19,9 @@ stage "graph".
                    duplicate constants and products merged)
     fused-step     aicfc-fuse-train-step: a small MLP's whole step becomes one
                    autodiff.mlp_train_step where the backend's kernel for it wins
+    weight-copies  aicfc-fold-weight-casts, only for a bf16/fp16 precision: the optimizer
+                   writes each weight's low-precision copy, which the forward reads in place
+                   of a per-step cast of the master
     hoisted        aicfc-hoist-updates: each optimizer update right after its gradients
                    and its parameter's last reader
     exec           aicfc-lower-exec{backend=...}: exec.program with buffers and launches
@@ -88,6 +91,7 @@ def train_pipeline(
     if autocast == "fp16":  # fp16 flushes small gradients to zero: scale the loss
         low = (Step("autocast", f"aicfc-autocast{{dtype={autocast}}},aicfc-loss-scale"),)
     fold = ",aicfc-fold-casts" if autocast else ""
+    copies = (Step("weight-copies", "aicfc-fold-weight-casts"),) if autocast else ()
     return (
         Step("fused", "aicfc-fuse"),
         *low,
@@ -95,6 +99,7 @@ def train_pipeline(
         Step("fused-backward", f"aicfc-fuse{fold}"),
         Step("canonical", "canonicalize,aicfc-fold-constants,cse"),
         Step("fused-step", f"aicfc-fuse-train-step{{backend={family}}}"),
+        *copies,
         Step("hoisted", "aicfc-hoist-updates"),
         Step("exec", f"aicfc-lower-exec{{{lower}}}"),
         Step("inplace", f"aicfc-fold-inplace{{enable={inplace_opt}}}"),

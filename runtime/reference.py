@@ -622,13 +622,50 @@ def adam_step(
     weight_decay: Array,
     grad_scale: Array,
     apply: Array,
+    low_copy: Array | None = None,
     *,
     decoupled_weight_decay: bool = False,
 ) -> tuple[Array, ...]:
     """torch.optim.Adam's single-tensor update, in its order of operations, on the gradient
-    times grad_scale; with apply = 0 the inputs unchanged."""
+    times grad_scale; with apply = 0 the inputs unchanged. With a `low_copy` (bf16/f16)
+    also param' cast to its dtype (graph.cast's rounding, round to nearest even)."""
     if float(apply) == 0.0:
-        return _unchanged(param, exp_avg, exp_avg_sq, step)
+        kept = [] if low_copy is None else [low_copy]
+        return _unchanged(param, exp_avg, exp_avg_sq, step, *kept)
+    new = _adam(
+        param,
+        grad,
+        exp_avg,
+        exp_avg_sq,
+        step,
+        lr,
+        beta1,
+        beta2,
+        eps,
+        weight_decay,
+        grad_scale,
+        decoupled_weight_decay,
+    )
+    if low_copy is None:
+        return new
+    with np.errstate(over="ignore"):  # f16 past 65504 is inf, as cast's
+        return (*new, new[0].astype(low_copy.dtype))
+
+
+def _adam(
+    param: Array,
+    grad: Array,
+    exp_avg: Array,
+    exp_avg_sq: Array,
+    step: Array,
+    lr: Array,
+    beta1: Array,
+    beta2: Array,
+    eps: Array,
+    weight_decay: Array,
+    grad_scale: Array,
+    decoupled_weight_decay: bool,
+) -> tuple[Array, ...]:
     dt = param.dtype.type
     lr_, b1, b2, eps_, wd = (float(h) for h in (lr, beta1, beta2, eps, weight_decay))
     grad = _scaled(grad, grad_scale)

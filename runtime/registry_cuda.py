@@ -640,8 +640,14 @@ _CLIP_ABI = (
 )
 _F64_HYPERPARAMETERS = ("f64",)
 # The hyperparameter operands are f64 and the control scalars f32 (the launchers check
-# the variadic ones): adam_step's operands 5-9 and 10-11, sgd_step's 2-4 and 5-6.
-_ADAM_OPERANDS = (*((i, _F64_HYPERPARAMETERS) for i in range(5, 10)), (10, F32), (11, F32))
+# the variadic ones): adam_step's operands 5-9 and 10-11, sgd_step's 2-4 and 5-6;
+# adam_step's optional low-precision copy (12) is bf16 or f16.
+_ADAM_OPERANDS = (
+    *((i, _F64_HYPERPARAMETERS) for i in range(5, 10)),
+    (10, F32),
+    (11, F32),
+    (12, ("bf16", "f16")),
+)
 _SGD_OPERANDS = (*((i, _F64_HYPERPARAMETERS) for i in range(2, 5)), (5, F32), (6, F32))
 
 _RANDOM_AND_OPTIM = [

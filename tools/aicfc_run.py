@@ -19,7 +19,8 @@ and anything the file does not provide is generated:
   with fan_in the last dim of a [out, in] weight; a "<p>.bias" uses the fan_in
   of "<p>.weight" (else its own length);
 - state (optimizer moments, step counters, rng.offset, hyperparameters): its
-  `aicfc.init` (the learning rate, betas, ...), else zeros.
+  `aicfc.init` (the learning rate, betas, ...), else zeros; a weight's low-precision copy
+  ("<param>.bf16", aicfc-fold-weight-casts) is its param rounded to the copy's dtype.
 
 All random values come from one Generator seeded by --seed (default 0). Each
 step reuses the same inputs (so a train step fits that batch) and prints the
@@ -65,6 +66,7 @@ from aicfc.dialects.flags import OpFlag, static_flags
 from aicfc.dialects.roles import arg_name
 from aicfc.execute import LoadedFunction
 from aicfc.ir import IRError, parse_module
+from aicfc.passes.aicfc_fold_weight_casts import copy_source
 from aicfc.runtime import registry
 from aicfc.runtime.errors import ExecError
 from aicfc.runtime.files import WriteError, atomic_write
@@ -205,7 +207,10 @@ def generate(
     made: list[str] = []
     for b in loaded.externals:
         if b.name in given:
-            values[b.name] = given[b.name]
+            v = np.asarray(given[b.name])
+            if v.dtype.kind == "V" and v.dtype.itemsize == np.dtype(b.dtype).itemsize:
+                v = v.view(b.dtype)  # .npz keeps bfloat16 as raw 2-byte words (|V2)
+            values[b.name] = v
             continue
         made.append(b.name)
         if b.role == "state":
@@ -218,6 +223,11 @@ def generate(
             values[b.name] = rng.integers(0, c, b.shape).astype(b.dtype)
         else:
             values[b.name] = rng.standard_normal(b.shape).astype(b.dtype)
+    for b in loaded.externals:  # a copy the optimizer keeps: its param, rounded
+        source = copy_source(b.name) if b.role == "state" and b.name in made else None
+        if source is not None and source in values:
+            with np.errstate(over="ignore"):
+                values[b.name] = np.asarray(values[source]).astype(b.dtype)
     return values, made
 
 

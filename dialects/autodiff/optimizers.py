@@ -9,6 +9,12 @@ argument (`optim.0.lr`), so a replayed CUDA graph reads it from device memory an
 new value needs no re-capture (docs/design.md#device-side-counters,
 docs/design.md#hyperparameters-as-device-state).
 
+adam_step may also keep a low-precision copy of its parameter (mixed precision,
+aicfc-fold-weight-casts): with the optional operand `low_copy` (bf16 or f16, the
+parameter's shape) it gives `new_low_copy`, the updated parameter rounded to nearest
+even (graph.cast's rounding), which the next step's forward reads instead of casting
+the master (docs/design.md#the-optimizer-writes-the-low-precision-weights).
+
 Two more scalar operands control the update (docs/design.md#hyperparameters-as-device-state):
 `grad_scale` multiplies the gradient as the update reads it (the clipping
 coefficient of `autodiff.clip_grad_norm`; 1 when nothing scales), and `apply`
@@ -24,7 +30,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from xdsl.dialects.builtin import TensorType, UnitAttr, f32
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, TensorType, UnitAttr, f32
 from xdsl.ir import SSAValue
 from xdsl.irdl import (
     VarConstraint,
@@ -45,6 +51,9 @@ from aicfc.dialects.flags import ADAM_TRIPLET, SGD_PAIR, OpFlag, OpInfo, constan
 from aicfc.dialects.tensors import ranked, require_float, tensor
 
 F = OpFlag
+
+LOW_COPY_DTYPES = (BFloat16Type(), Float16Type())
+"""The element types of adam_step's low_copy (the dtypes of aicfc-autocast)."""
 
 _NOT_DIFFERENTIATED = "an optimizer update is not differentiated"
 
@@ -105,15 +114,21 @@ class AdamStepOp(AicfcOp):
     With apply = 1: g = grad * grad_scale; t = step + 1; g += weight_decay * param
     (unless decoupled, AdamW: param *= 1 - lr * weight_decay); m' = beta1 m +
     (1 - beta1) g; v' = beta2 v + (1 - beta2) g^2; param' = param - lr / (1 - beta1^t)
-    * m' / (sqrt(v') / sqrt(1 - beta2^t) + eps); step' = t. With apply = 0 every result
-    equals its input. lr, beta1, beta2, eps and weight_decay are 0-d float operands (f64
-    in the train steps aicfc builds: the host's values exactly, as torch's are Python
-    floats); grad_scale (the gradients' dtype) and apply (f32) are 0-d floats.
+    * m' / (sqrt(v') / sqrt(1 - beta2^t) + eps); step' = t; with a `low_copy` operand
+    (bf16/f16, param's shape) new_low_copy = cast(param') (round to nearest even). With
+    apply = 0 every result equals its input (new_low_copy = low_copy). lr, beta1, beta2,
+    eps and weight_decay are 0-d float operands (f64 in the train steps aicfc builds: the
+    host's values exactly, as torch's are Python floats); grad_scale (the gradients' dtype)
+    and apply (f32) are 0-d floats.
 
     ```mlir
     %p1, %m1, %v1, %s1 = autodiff.adam_step %p, %g, %m, %v, %s lr(%lr) betas(%b1, %b2)
         eps(%eps) weight_decay(%wd) grad_scale(%one) apply(%one)
         : tensor<16x8xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32>
+    %p2, %m2, %v2, %s2, %w2 = autodiff.adam_step %p, %g, %m, %v, %s lr(%lr) betas(%b1, %b2)
+        eps(%eps) weight_decay(%wd) grad_scale(%one) apply(%one)
+        low_copy(%w : tensor<16x8xbf16>)
+        : tensor<16x8xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32> -> tensor<16x8xbf16>
     ```
     """
 
@@ -141,10 +156,12 @@ class AdamStepOp(AicfcOp):
     weight_decay = operand_def(H)
     grad_scale = operand_def(base(TensorType))
     apply = operand_def(base(TensorType))
+    low_copy = opt_operand_def(base(TensorType))
     new_param = result_def(T)
     new_exp_avg = result_def(T)
     new_exp_avg_sq = result_def(T)
     new_step = result_def(S)
+    new_low_copy = opt_result_def(base(TensorType))
     decoupled_weight_decay = opt_prop_def(UnitAttr)
     traits = traits_def(
         Pure(),
@@ -159,9 +176,11 @@ class AdamStepOp(AicfcOp):
         "$param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $step `lr` `(` $lr `)` "
         "`betas` `(` $beta1 `,` $beta2 `)` `eps` `(` $eps `)` "
         "`weight_decay` `(` $weight_decay `)` `grad_scale` `(` $grad_scale `)` "
-        "`apply` `(` $apply `)` (`decoupled` $decoupled_weight_decay^)? "
+        "`apply` `(` $apply `)` "
+        "(`low_copy` `(` $low_copy^ `:` type($low_copy) `)`)? "
+        "(`decoupled` $decoupled_weight_decay^)? "
         "attr-dict `:` type($param) `,` type($step) `,` type($lr) `,` type($grad_scale) `,` "
-        "type($apply)"
+        "type($apply) (`->` type($new_low_copy)^)?"
     )
 
     def __init__(
@@ -175,12 +194,15 @@ class AdamStepOp(AicfcOp):
         grad_scale: SSAValue,
         apply: SSAValue,
         decoupled_weight_decay: bool = False,
+        low_copy: SSAValue | None = None,
     ):
-        """hyperparameters: the operand of each name of HYPERPARAMETERS."""
+        """hyperparameters: the operand of each name of HYPERPARAMETERS; low_copy: the
+        parameter's bf16/f16 copy that the update rewrites (None: no copy)."""
         hyper = [hyperparameters[n] for n in self.HYPERPARAMETERS]
+        low = [low_copy] if low_copy is not None else []
         super().__init__(
-            operands=[param, grad, exp_avg, exp_avg_sq, step, *hyper, grad_scale, apply],
-            result_types=[param.type, param.type, param.type, step.type],
+            operands=[param, grad, exp_avg, exp_avg_sq, step, *hyper, grad_scale, apply, low],
+            result_types=[param.type, param.type, param.type, step.type, [v.type for v in low]],
             properties={
                 "decoupled_weight_decay": UnitAttr() if decoupled_weight_decay else None,
             },
@@ -191,6 +213,7 @@ class AdamStepOp(AicfcOp):
         _scalar_step(self.name, self.step)
         verify_hyperparameters(self, self.HYPERPARAMETERS, unit=("beta1", "beta2"))
         verify_control(self)
+        verify_low_copy(self)
 
 
 @irdl_op_definition
@@ -295,3 +318,29 @@ class SgdStepOp(AicfcOp):
                 f"{int(self.new_momentum_buffer is not None)} new momentum buffer result(s); "
                 "the updated buffer must be returned exactly when one is passed"
             )
+
+
+def verify_low_copy(op: AdamStepOp) -> None:
+    """low_copy and new_low_copy: both or neither; a bf16/f16 tensor of an f32 param's shape."""
+    has_copy = op.low_copy is not None
+    if (op.new_low_copy is not None) != has_copy:
+        raise VerifyException(
+            f"{op.name}: {int(has_copy)} low_copy operand(s) but "
+            f"{int(op.new_low_copy is not None)} new low copy result(s); the updated "
+            "copy must be returned exactly when one is passed"
+        )
+    if op.low_copy is None:
+        return
+    p = ranked(op.name, "param", op.param)
+    c = ranked(op.name, "low_copy", op.low_copy)
+    if p.element_type != f32 or c.element_type not in LOW_COPY_DTYPES:
+        raise VerifyException(
+            f"{op.name}: low_copy must be a bf16 or f16 copy of an f32 param, got {c} for {p}"
+        )
+    if tuple(c.get_shape()) != tuple(p.get_shape()):
+        raise VerifyException(f"{op.name}: low_copy must have the param's shape, got {c} for {p}")
+    assert op.new_low_copy is not None
+    if op.new_low_copy.type != c:
+        raise VerifyException(
+            f"{op.name}: new low copy must have low_copy's type {c}, got {op.new_low_copy.type}"
+        )

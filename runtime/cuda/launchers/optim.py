@@ -91,34 +91,54 @@ def _chunks(sizes: list[int], chunk: int) -> list[tuple[int, int]]:
     return found or [(0, 0)]
 
 
+LOW_COPY_KINDS = {"bfloat16": 1, "float16": 2}
+"""The dtype code of a low-precision copy in a row of the Adam tensor list (kernels/optim.cu
+kLowBf16, kLowF16; 0: no copy)."""
+
+
+def _adam_row(spec: KernelSpec, ins: list[Any], outs: list[Any]) -> list[int]:
+    """One tensor's row of the Adam tensor list: 12 input and 4 output pointers, the low
+    copy and its next value (0 without), the copy's dtype code, the element count."""
+    copy = len(ins) == 13 and len(outs) == 5
+    if not copy and (len(ins) != 12 or len(outs) != 4):
+        raise CudaKernelError(
+            f'kernel "{spec.name}" takes param, grad, exp_avg, exp_avg_sq, step, lr, '
+            "beta1, beta2, eps, weight_decay, grad_scale, apply (and a low-precision copy), "
+            "and gives the next param, exp_avg, exp_avg_sq and step (and copy), got "
+            f"{describe(ins)} -> {describe(outs)}"
+        )
+    p, g, m, v, s, lr, b1, b2, eps, wd, scale, apply = ins[:12]
+    if not all(numel(a) == numel(p) for a in (g, m, v, *outs[:3], *ins[12:], *outs[4:])):
+        raise CudaKernelError(
+            f'kernel "{spec.name}": param, grad, exp_avg, exp_avg_sq, the copy and their next '
+            f"values must have one shape, got {describe([p, g, m, v, *outs[:3]])}"
+        )
+    if numel(s) != 1 or numel(outs[3]) != 1:
+        raise CudaKernelError(f'kernel "{spec.name}": the step counter must be a scalar')
+    expect_scalars(spec, "float64", lr=lr, beta1=b1, beta2=b2, eps=eps, weight_decay=wd)
+    _control(spec, scale, apply)
+    low: list[int] = [0, 0, 0]
+    if copy:
+        kind = LOW_COPY_KINDS.get(np.dtype(ins[12].dtype).name)
+        if kind is None or np.dtype(outs[4].dtype) != np.dtype(ins[12].dtype):
+            raise CudaKernelError(
+                f'kernel "{spec.name}": the low-precision copy must be bfloat16 or float16 '
+                f"with its next value of the same dtype, got {describe([ins[12], outs[4]])}"
+            )
+        low = [ins[12].data.ptr, outs[4].data.ptr, kind]
+    return [a.data.ptr for a in (*ins[:12], *outs[:4])] + low + [numel(p)]
+
+
 def launch_adam_group(
     spec: KernelSpec,
     group: list[tuple[list[Any], list[Any]]],
     params: Params,
     ctx: LoadContext,
 ) -> list[Launch]:
-    """One aicfc_adam_multi_tensor_f32 launch over every (inputs, outputs) of `group`."""
-    rows: list[list[int]] = []
-    sizes: list[int] = []
-    for ins, outs in group:
-        if len(ins) != 12 or len(outs) != 4:
-            raise CudaKernelError(
-                f'kernel "{spec.name}" takes param, grad, exp_avg, exp_avg_sq, step, lr, '
-                "beta1, beta2, eps, weight_decay, grad_scale and apply, and gives the next "
-                f"param, exp_avg, exp_avg_sq and step, got {describe(ins)} -> {describe(outs)}"
-            )
-        p, g, m, v, s, lr, b1, b2, eps, wd, scale, apply = ins
-        if not all(numel(a) == numel(p) for a in (g, m, v, *outs[:3])):
-            raise CudaKernelError(
-                f'kernel "{spec.name}": param, grad, exp_avg, exp_avg_sq and their next values '
-                f"must have one shape, got {describe([p, g, m, v, *outs[:3]])}"
-            )
-        if numel(s) != 1 or numel(outs[3]) != 1:
-            raise CudaKernelError(f'kernel "{spec.name}": the step counter must be a scalar')
-        expect_scalars(spec, "float64", lr=lr, beta1=b1, beta2=b2, eps=eps, weight_decay=wd)
-        _control(spec, scale, apply)
-        rows.append([a.data.ptr for a in (*ins, *outs)] + [numel(p)])
-        sizes.append(numel(p))
+    """One aicfc_adam_multi_tensor_f32 launch over every (inputs, outputs) of `group` (each
+    with or without a low-precision copy: kernels/optim.cu)."""
+    rows = [_adam_row(spec, ins, outs) for ins, outs in group]
+    sizes = [r[-1] for r in rows]
     chunk = adam_chunk(sum(sizes), ctx.sm_count)
     chunks = _chunks(sizes, chunk)
     meta = ctx.table(

@@ -66,13 +66,16 @@ def _gradient(
 
 
 def adam_step(ins: Arrays, outs: Arrays, params: Params, scratch: Scratch) -> Step:
-    """(param', m', v', step') of torch.optim.Adam (AdamW with decoupled_weight_decay) from
-    (param, grad, m, v, step, lr, beta1, beta2, eps, weight_decay, grad_scale, apply)."""
-    expect(ins, 12, "inputs")
-    expect(outs, 4, "outputs")
+    """(param', m', v', step'[, low_copy']) of torch.optim.Adam (AdamW with
+    decoupled_weight_decay) from (param, grad, m, v, step, lr, beta1, beta2, eps,
+    weight_decay, grad_scale, apply[, low_copy]); low_copy' is param' rounded to the copy's
+    dtype (bf16/f16, round to nearest even: the reference's astype)."""
+    expect(ins, (12, 13), "inputs")
+    expect(outs, len(ins) - 8, "outputs")
     p, grad, m, v, step = ins[:5]
-    lr, beta1, beta2, eps, weight_decay, grad_scale, apply = ins[5:]
-    p_out, m_out, v_out, step_out = outs
+    lr, beta1, beta2, eps, weight_decay, grad_scale, apply = ins[5:12]
+    p_out, m_out, v_out, step_out = outs[:4]
+    low, low_out = (ins[12], outs[4]) if len(ins) == 13 else (None, None)
     is_float(p)
     for what, a in (("grad", grad), ("exp_avg", m), ("exp_avg_sq", v)):
         like(a, p, what)
@@ -80,11 +83,22 @@ def adam_step(ins: Arrays, outs: Arrays, params: Params, scratch: Scratch) -> St
         like(a, p, f"result #{k}")
     if step.shape != () or step_out.shape != () or step_out.dtype != step.dtype:
         raise Unsupported(f"step counter {step.dtype}{list(step.shape)} -> {step_out.dtype}")
-    _scalars("operand", ins[5:])
+    _scalars("operand", ins[5:12])
+    if (
+        low is not None
+        and low_out is not None
+        and (low.shape != p.shape or low_out.shape != p.shape or low_out.dtype != low.dtype)
+    ):
+        raise Unsupported(
+            f"low copy {low.dtype}{list(low.shape)} -> {low_out.dtype}{list(low_out.shape)} "
+            f"of a param {p.dtype}{list(p.shape)}"
+        )
     decoupled = bool(param(params, "decoupled_weight_decay"))
     s = scratch(p.shape, p.dtype)
     work = scratch(p.shape, p.dtype, 1)
     unchanged = [(p, p_out), (m, m_out), (v, v_out), (step, step_out)]
+    if low is not None and low_out is not None:
+        unchanged.append((low, low_out))
 
     def update() -> None:
         if float(apply) == 0.0:
@@ -112,6 +126,9 @@ def adam_step(ins: Arrays, outs: Arrays, params: Params, scratch: Scratch) -> St
         else:
             np.subtract(p, s, out=p_out)
         step_out.fill(t)
+        if low_out is not None:
+            with np.errstate(over="ignore"):  # f16 past 65504 is inf, as graph.cast's
+                np.copyto(low_out, p_out, casting="unsafe")
 
     return update
 

@@ -140,6 +140,38 @@ func.func @adam_step_counter(%p: tensor<4xf32>, %s: tensor<i64>, %h: tensor<f64>
 
 // -----
 
+func.func @adam_step_low_copy_result(%p: tensor<4xf32>, %s: tensor<f32>, %h: tensor<f64>, %one: tensor<f32>, %w: tensor<4xbf16>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: 1 low_copy operand(s) but 0 new low copy result(s); the updated copy must be returned exactly when one is passed
+  %p1, %m1, %v1, %s1 = "autodiff.adam_step"(%p, %p, %p, %p, %s, %h, %h, %h, %h, %h, %one, %one, %w) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f32>, tensor<f32>, tensor<4xbf16>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>)
+  func.return
+}
+
+// -----
+
+func.func @adam_step_low_copy_dtype(%p: tensor<4xf32>, %s: tensor<f32>, %h: tensor<f64>, %one: tensor<f32>, %w: tensor<4xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: low_copy must be a bf16 or f16 copy of an f32 param, got tensor<4xf32> for tensor<4xf32>
+  %p1, %m1, %v1, %s1, %w1 = autodiff.adam_step %p, %p, %p, %p, %s lr(%h) betas(%h, %h) eps(%h) weight_decay(%h) grad_scale(%one) apply(%one) low_copy(%w : tensor<4xf32>) : tensor<4xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32> -> tensor<4xf32>
+  func.return
+}
+
+// -----
+
+func.func @adam_step_low_copy_shape(%p: tensor<4xf32>, %s: tensor<f32>, %h: tensor<f64>, %one: tensor<f32>, %w: tensor<2x2xbf16>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: low_copy must have the param's shape, got tensor<2x2xbf16> for tensor<4xf32>
+  %p1, %m1, %v1, %s1, %w1 = autodiff.adam_step %p, %p, %p, %p, %s lr(%h) betas(%h, %h) eps(%h) weight_decay(%h) grad_scale(%one) apply(%one) low_copy(%w : tensor<2x2xbf16>) : tensor<4xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32> -> tensor<2x2xbf16>
+  func.return
+}
+
+// -----
+
+func.func @adam_step_low_copy_next(%p: tensor<4xf32>, %s: tensor<f32>, %h: tensor<f64>, %one: tensor<f32>, %w: tensor<4xbf16>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: new low copy must have low_copy's type tensor<4xbf16>, got tensor<4xf16>
+  %p1, %m1, %v1, %s1, %w1 = autodiff.adam_step %p, %p, %p, %p, %s lr(%h) betas(%h, %h) eps(%h) weight_decay(%h) grad_scale(%one) apply(%one) low_copy(%w : tensor<4xbf16>) : tensor<4xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32> -> tensor<4xf16>
+  func.return
+}
+
+// -----
+
 func.func @adam_step_beta(%p: tensor<4xf32>, %s: tensor<f32>, %h: tensor<f64>, %one: tensor<f32>) {
   %b2 = graph.constant dense<1.0> : tensor<f64>
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.adam_step: beta2 must be in [0, 1), got 1.0

@@ -117,6 +117,18 @@ func.func @adam_step(%p: tensor<16x8xf32>, %g: tensor<16x8xf32>, %m: tensor<16x8
 // CHECK-NEXT: }
 }
 
+// The low-precision copy that the update rewrites (aicfc-fold-weight-casts).
+// CHECK-LABEL: func.func @adam_step_low_copy
+// CHECK-SAME: (%p: tensor<4xf32>, %s: tensor<f32>, %h: tensor<f64>, %a: tensor<f32>, %w: tensor<4xbf16>) {
+func.func @adam_step_low_copy(%p: tensor<4xf32>, %s: tensor<f32>, %h: tensor<f64>, %a: tensor<f32>, %w: tensor<4xbf16>) {
+  // CHECK-NEXT: %p1, %m1, %v1, %s1, %w1 = autodiff.adam_step %p, %p, %p, %p, %s lr(%h) betas(%h, %h) eps(%h) weight_decay(%h) grad_scale(%a) apply(%a) low_copy(%w : tensor<4xbf16>) decoupled : tensor<4xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32> -> tensor<4xbf16>
+  // GENERIC: %p1, %m1, %v1, %s1, %w1 = "autodiff.adam_step"(%p, %p, %p, %p, %s, %h, %h, %h, %h, %h, %a, %a, %w) <{decoupled_weight_decay}> : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f64>, tensor<f32>, tensor<f32>, tensor<4xbf16>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<4xbf16>)
+  %p1, %m1, %v1, %s1, %w1 = autodiff.adam_step %p, %p, %p, %p, %s lr(%h) betas(%h, %h) eps(%h) weight_decay(%h) grad_scale(%a) apply(%a) low_copy(%w : tensor<4xbf16>) decoupled : tensor<4xf32>, tensor<f32>, tensor<f64>, tensor<f32>, tensor<f32> -> tensor<4xbf16>
+  // CHECK-NEXT: func.return
+  func.return
+// CHECK-NEXT: }
+}
+
 // CHECK-LABEL: func.func @adam_step_f64
 // CHECK-SAME: (%p: tensor<4xf64>, %s: tensor<f32>, %h: tensor<f64>, %a: tensor<f32>) {
 func.func @adam_step_f64(%p: tensor<4xf64>, %s: tensor<f32>, %h: tensor<f64>, %a: tensor<f32>) {

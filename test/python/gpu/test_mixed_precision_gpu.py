@@ -214,3 +214,76 @@ def test_wide_reduce_sum_and_epilogue_grad_write_fp32(dt: str, shape: tuple[int,
         {"act": "relu", "out_dtype": "f32"})  # fmt: skip
     exact = (x.astype(np.float64) * (y.astype(np.float64) > 0)).sum(0)
     assert np.linalg.norm(cupy.asnumpy(db) - exact) <= F32_SUM * np.linalg.norm(exact)
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+@pytest.mark.parametrize("apply", [1.0, 0.0])
+def test_adam_writes_the_low_precision_copy_of_its_update(dt: str, apply: float) -> None:
+    """The multi-tensor Adam with a bf16/f16 copy, in place as the train step runs it: the
+    fp32 results within 1e-6 of the NumPy reference (the bias corrections' pow on the
+    device), the copy bitwise the device's own param' rounded to nearest even (ml_dtypes'
+    astype), and with apply = 0 everything, the copy too, bit-identical to before."""
+    import cupy
+
+    need(dt)
+    rng = np.random.default_rng(31)
+    n = 100_003
+    p, g = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    m = (0.1 * rng.standard_normal(n)).astype(np.float32)
+    v = np.abs(0.01 * rng.standard_normal(n)).astype(np.float32)
+    hyper = [np.asarray(h, np.float64) for h in (1e-3, 0.9, 0.999, 1e-8, 0.0)]
+    host = [
+        p,
+        g,
+        m,
+        v,
+        np.asarray(4.0, np.float32),
+        *hyper,
+        *(np.asarray(x, np.float32) for x in (1.0, apply)),
+    ]
+    copy = p.astype(DTYPES[dt])
+    want = reference.adam_step(*host, copy)
+    ins = [cupy.asarray(a) for a in host] + [cupy.asarray(copy)]
+    outs = [ins[0], ins[2], ins[3], ins[4], ins[12]]
+    run("cuda.adam_step_multi_tensor_f32", ins, outs, {})
+    got = [cupy.asnumpy(a) for a in outs]
+    for k in range(3):
+        err = np.abs(got[k] - want[k]).max() / np.abs(want[k]).max()
+        assert err <= 1e-6, (k, err)
+    assert got[4].tobytes() == got[0].astype(DTYPES[dt]).tobytes()
+    if apply == 0.0:
+        assert got[0].tobytes() == p.tobytes() and got[4].tobytes() == copy.tobytes()
+
+
+def test_bf16_digits_step_reads_the_copies_the_optimizer_writes() -> None:
+    """The bf16 digits MLP on the GPU with aicfc-fold-weight-casts (the default pipeline): no
+    cast of a parameter is launched, and after 30 steps every bf16 copy is bitwise its fp32
+    master rounded (what a cast would have produced); the losses follow the NumPy program
+    within 2 % (test_mixed_precision_digits_on_the_gpu_follows_numpy's tolerance)."""
+    from sklearn.datasets import load_digits
+
+    need("bf16")
+    d = load_digits()
+    x, y = (d.data / 16.0).astype(np.float32), d.target.astype(np.int64)
+    losses = {}
+    for backend in ("cupy", "numpy"):
+        aicfc.manual_seed(0)
+        model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+        prog = aicfc.compile(
+            model, optimizer=optim.Adam(lr=1e-3), backend=backend, precision="bf16", cache_dir=False
+        )
+        rng = np.random.default_rng(0)
+        losses[backend] = np.array(
+            [prog.step(x[i], y[i]) for i in (rng.choice(len(x), 64) for _ in range(30))]
+        )
+        if backend == "cupy":
+            planned = prog.mlir("planned")
+            assert "low_copy" in prog.mlir("weight-copies")
+            assert not any(
+                "cast_f32_bf16" in line and "weight" in line for line in planned.splitlines()
+            )
+            state = prog.store.state_dict()
+            for name in prog.param_names:
+                assert state[f"{name}.bf16"].tobytes() == state[name].astype(BF16).tobytes(), name
+    rel = np.abs(losses["cupy"] - losses["numpy"]) / losses["numpy"]
+    assert rel.max() <= 0.02, (rel.argmax(), rel.max())

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -100,6 +101,48 @@ def test_multi_tensor_adam_reads_each_tensors_hyperparameters_and_flags(decouple
             for got, before in zip(outs, [args[0], *args[2:5]], strict=True):
                 assert got.array.tobytes() == before.tobytes()
     assert not ctx.keep[-1].array[:4].any()  # the ticket counter is back at zero
+
+
+@pytest.mark.parametrize("low", [ml_dtypes.bfloat16, np.float16])
+@pytest.mark.parametrize("in_place", [True, False])
+@pytest.mark.parametrize("apply", [1.0, 0.0])
+def test_multi_tensor_adam_writes_the_low_precision_copy(low, in_place, apply):
+    """Tensors with a bf16/f16 copy and one without share the launch; the copy's next value
+    is the reference's param' rounded to nearest even (astype), bit for bit, and a skipped
+    update leaves the copy as it was."""
+    rng = np.random.default_rng(23)
+    cases = [
+        adam_case(rng, 4099, 3.0, ADAM_GROUPS[0], 1.0, apply),
+        adam_case(rng, 37, 0.0, ADAM_GROUPS[1], 0.5, apply),
+        adam_case(rng, 1024 * 3 + 1, 7.0, ADAM_GROUPS[1], 1.0, apply),
+    ]
+    group, expected, copies = [], [], []
+    for k, args in enumerate(cases):
+        copy = None if k == 1 else args[0].astype(low)  # the middle tensor has no copy
+        ins = [EmuArray(a) for a in args] + ([EmuArray(copy)] if copy is not None else [])
+        if in_place:
+            outs = [ins[0], ins[2], ins[3], ins[4], *ins[12:]]
+        else:
+            outs = [EmuArray(np.full(a.shape, np.nan, np.float32)) for a in args[:1] + args[2:5]]
+            if copy is not None:
+                outs.append(EmuArray(np.full(copy.shape, np.nan, low)))
+        group.append((ins, outs))
+        copies.append(copy)
+        extra = [] if copy is None else [copy.copy()]
+        expected.append(reference.adam_step(*args, *extra))
+    ctx = EmuContext()
+    (la,) = launch_adam_group(registry.get("cuda.adam_step_multi_tensor_f32"), group, {}, ctx)
+    la(NullStream())
+    for (_, outs), want, copy in zip(group, expected, copies, strict=True):
+        assert len(outs) == len(want)
+        for got, ref in zip(outs, want, strict=True):
+            assert got.array.dtype == np.asarray(ref).dtype
+            assert got.array.tobytes() == np.asarray(ref).tobytes()
+        if copy is not None:
+            # independent of the reference's low_copy path: the fp32 result, rounded
+            assert outs[4].array.tobytes() == np.asarray(want[0]).astype(low).tobytes()
+            if apply == 0.0:
+                assert outs[4].array.tobytes() == copy.tobytes()
 
 
 @pytest.mark.parametrize("momentum", [0.0, 0.9])

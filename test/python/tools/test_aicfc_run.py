@@ -163,3 +163,32 @@ def test_console_script_installed(tmp_path):
     assert sorted(losses(r.stdout)) == [1, 2]
     r = subprocess.run([str(exe), str(tmp_path / "missing.mlir")], capture_output=True, text=True)
     assert r.returncode == 1 and "cannot open" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_bf16_step_starts_each_weight_copy_as_its_param_rounded(tmp_path, capsys):
+    """A step lowered with aicfc-train-pipeline{precision=bf16} keeps a bf16 copy of each
+    weight (aicfc-fold-weight-casts). After training each copy is its param rounded; a run
+    given the params without their copies starts the copies from them (not at zeros), so
+    it computes the loss of the run given the copies too."""
+    import ml_dtypes
+
+    from aicfc.tools.aicfc_opt import main as opt
+
+    lowered = tmp_path / "bf16.mlir"
+    src = Path(__file__).parents[2] / "passes" / "aicfc-fold-weight-casts.mlir"
+    assert opt([str(src), "-p", "aicfc-train-pipeline{precision=bf16}", "-o", str(lowered)]) == 0
+    assert '"0.weight.bf16"' in lowered.read_text()
+    first, without = tmp_path / "first.npz", tmp_path / "without.npz"
+    assert main([str(lowered), "--steps", "2", "-o", str(first)]) == 0
+    with np.load(first) as z:
+        state = dict(z)
+    for name in ("0.weight", "0.bias"):
+        copy = state[f"{name}.bf16"].view(ml_dtypes.bfloat16)
+        assert copy.tobytes() == state[name].astype(ml_dtypes.bfloat16).tobytes(), name
+    np.savez(without, **{k: v for k, v in state.items() if not k.endswith(".bf16")})
+    capsys.readouterr()
+    runs = []
+    for given in (first, without):
+        assert main([str(lowered), "--steps", "1", "-i", str(given)]) == 0
+        runs.append(losses(capsys.readouterr().out)[1])
+    assert runs[0] == runs[1]
