@@ -7,7 +7,10 @@
 //             and dout [N, T, D] (W = D, heads merged); batch stride T W, head stride d.
 #pragma once
 
+// size_t: built in under NVRTC, which has no standard header (kernels/common.cuh)
+#ifndef __CUDACC_RTC__
 #include <cstddef>
+#endif
 
 namespace aicfc {
 

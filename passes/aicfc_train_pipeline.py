@@ -36,6 +36,7 @@ class AicfcTrainPipelinePass(ModulePass):
     inplace: false leaves every launch out-of-place (aicfc-fold-inplace{enable=false}).
     precision: "fp32" (default), "bf16" or "fp16": the two low ones add the aicfc-autocast
              step with that dtype (mixed precision, float32 master weights).
+    fuse_train_step: true adds aicfc-fuse-train-step (the "fused-step" stage).
     """
 
     name = "aicfc-train-pipeline"
@@ -43,6 +44,7 @@ class AicfcTrainPipelinePass(ModulePass):
     backend: str = "numpy"
     inplace: bool = True
     precision: str = "fp32"
+    fuse_train_step: bool = False
 
     def __post_init__(self) -> None:
         if self.precision not in PIPELINE_PRECISIONS:
@@ -57,4 +59,7 @@ class AicfcTrainPipelinePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         low = None if self.precision == "fp32" else self.precision
-        run_steps(ctx, op, train_pipeline(self.backend, self.inplace, autocast=low))
+        steps = train_pipeline(
+            self.backend, self.inplace, autocast=low, fuse_train_step=self.fuse_train_step
+        )
+        run_steps(ctx, op, steps)

@@ -17,8 +17,10 @@ stage "graph".
                    as f32 by the op itself: the gradients, the logits)
     canonical      xDSL's canonicalize, aicfc-fold-constants and cse (constants folded,
                    duplicate constants and products merged)
-    fused-step     aicfc-fuse-train-step: a small MLP's whole step becomes one
-                   autodiff.mlp_train_step where the backend's kernel for it wins
+    fused-step     aicfc-fuse-train-step, only when asked (fuse_train_step=True): a small
+                   MLP's whole step becomes one autodiff.mlp_train_step where the backend
+                   has a kernel for it (not by default: on the H200 its one persistent
+                   kernel took 105 us per small step, the per-layer kernels 58)
     weight-copies  aicfc-fold-weight-casts, only for a bf16/fp16 precision: the optimizer
                    writes each weight's low-precision copy, which the forward reads in place
                    of a per-step cast of the master
@@ -69,6 +71,7 @@ def train_pipeline(
     inplace: bool = True,
     exec_options: Mapping[str, object] | None = None,
     autocast: str | None = None,
+    fuse_train_step: bool = False,
 ) -> tuple[Step, ...]:
     """The ordered steps from graph-level IR to a planned exec program.
 
@@ -80,6 +83,8 @@ def train_pipeline(
              cublaslt, autotune_cache, device).
     autocast: None (float32 throughout) or the low dtype of mixed precision, "bf16" or
              "fp16" (aicfc-autocast's dtype; its step follows the first fusion).
+    fuse_train_step: add aicfc-fuse-train-step (stage "fused-step"); off by default, as
+             it measured slower than the per-layer kernels (docs/design.md).
     Raises ValueError (UnknownBackendError) for an unknown backend.
     """
     family = kernel_family(backend)  # lower-exec's backend option takes the family's name too
@@ -98,7 +103,11 @@ def train_pipeline(
         Step("backward", "aicfc-expand-backward"),
         Step("fused-backward", f"aicfc-fuse{fold}"),
         Step("canonical", "canonicalize,aicfc-fold-constants,cse"),
-        Step("fused-step", f"aicfc-fuse-train-step{{backend={family}}}"),
+        *(
+            (Step("fused-step", f"aicfc-fuse-train-step{{backend={family}}}"),)
+            if fuse_train_step
+            else ()
+        ),
         *copies,
         Step("hoisted", "aicfc-hoist-updates"),
         Step("exec", f"aicfc-lower-exec{{{lower}}}"),

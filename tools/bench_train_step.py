@@ -21,7 +21,8 @@ Frameworks, one process, one GPU, the same data:
                     at small (every width and the batch <= 256) the whole step is one
                     persistent kernel, cuda.mlp_train_step_f32 (aicfc-fuse-train-step,
                     kernels/mlp_fused.cu; issue 14's way 2): 1 graph node
-    aicfc-layers    aicfc-graph without aicfc-fuse-train-step: the per-layer kernels
+    aicfc-fused-step aicfc-graph with aicfc-fuse-train-step (not in the default
+                    pipeline): the whole small step as one persistent kernel
                     (issue 14's way 1, the default before the fused step)
     aicfc-first     the same with the pipeline of the first measured graph: arena reuse
                     by program order (aicfc-plan-memory{branches=false}), no
@@ -91,7 +92,7 @@ FRAMEWORKS = (
     "aicfc-first",
     "aicfc-plan",
     "aicfc-fused",
-    "aicfc-layers",
+    "aicfc-fused-step",
     "aicfc-graph",
     "aicfc-loop",
     "aicfc-chain",
@@ -194,26 +195,28 @@ def torch_timer(enqueue: Callable[[], None], steps: int) -> list[float]:
 # ----------------------------------------------------------------------------
 
 
-VARIANTS = ("first", "plan", "fused", "layers")
+VARIANTS = ("first", "plan", "fused", "fused-step")
 """Pipelines of the earlier rows of issue 14's table (see the module docstring)."""
 
 
 def variant_steps(steps: tuple[Any, ...], variant: str) -> tuple[Any, ...]:
-    """The train pipeline `steps` as `variant` ran it: "first", "plan", "fused", "layers"
-    or "" (every variant leaves out the fused train step; "layers" only that)."""
+    """The train pipeline `steps` as `variant` ran it: "first", "plan", "fused",
+    "fused-step" (aicfc-fuse-train-step added after "canonical") or "" (as it is)."""
     from aicfc.passes.pipelines import Step
 
     if not variant:
         return steps
     out = []
     for step in steps:
-        if step.stage == "fused-step" or (step.stage == "hoisted" and variant != "layers"):
+        if step.stage == "hoisted" and variant != "fused-step":
             continue
         if step.stage == "fused-backward" and variant in ("first", "plan"):
             step = Step(step.stage, "aicfc-fuse{exclude=gemm_epilogue_grad}")
         if step.stage == "planned" and variant == "first":
             step = Step(step.stage, "aicfc-plan-memory{branches=false}")
         out.append(step)
+        if step.stage == "canonical" and variant == "fused-step":
+            out.append(Step("fused-step", "aicfc-fuse-train-step{backend=cuda}"))
     return tuple(out)
 
 
@@ -653,7 +656,7 @@ RUNNERS: dict[str, Callable[[str, str], dict[str, Any]]] = {
     "aicfc-first": lambda c, t: bench_aicfc(c, t, graph=True, variant="first"),
     "aicfc-plan": lambda c, t: bench_aicfc(c, t, graph=True, variant="plan"),
     "aicfc-fused": lambda c, t: bench_aicfc(c, t, graph=True, variant="fused"),
-    "aicfc-layers": lambda c, t: bench_aicfc(c, t, graph=True, variant="layers"),
+    "aicfc-fused-step": lambda c, t: bench_aicfc(c, t, graph=True, variant="fused-step"),
     "aicfc-loop": lambda c, t: bench_aicfc(c, t, graph=True, training_loop=True),
     "aicfc-chain": lambda c, t: bench_aicfc(c, t, graph=True, streams=1),
     "aicfc-tuned": bench_aicfc_tuned,
@@ -702,7 +705,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile-variants",
         default="first,now",
-        help="pipelines --profile times: first, plan, fused, layers (VARIANTS) and now (the "
+        help="pipelines --profile times: first, plan, fused, fused-step (VARIANTS) and now (the "
         "default)",
     )
     parser.add_argument(

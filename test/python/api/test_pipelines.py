@@ -22,15 +22,18 @@ def test_steps_in_order():
         ("backward", "aicfc-expand-backward"),
         ("fused-backward", "aicfc-fuse"),
         ("canonical", "canonicalize,aicfc-fold-constants,cse"),
-        ("fused-step", "aicfc-fuse-train-step{backend=numpy}"),
         ("hoisted", "aicfc-hoist-updates"),
         ("exec", "aicfc-lower-exec{backend=numpy}"),
         ("inplace", "aicfc-fold-inplace{enable=false}"),
         ("planned", "aicfc-plan-memory"),
     ]
     assert stage_names(steps)[0] == "graph"
-    assert train_pipeline("cupy")[6].passes == "aicfc-lower-exec{backend=cuda}"
-    assert train_pipeline("cupy")[4].passes == "aicfc-fuse-train-step{backend=cuda}"
+    assert train_pipeline("cupy")[5].passes == "aicfc-lower-exec{backend=cuda}"
+    fused = train_pipeline("cupy", fuse_train_step=True)  # only when asked (docs/design.md)
+    assert (fused[4].stage, fused[4].passes) == (
+        "fused-step",
+        "aicfc-fuse-train-step{backend=cuda}",
+    )
     with pytest.raises(ValueError, match="unknown backend 'tpu'"):
         train_pipeline("tpu")
 

@@ -228,7 +228,6 @@ STAGE_MARKERS = {
     "backward": (["autodiff.cross_entropy_grad", "autodiff.relu_grad"], ["autodiff.backward"]),
     "fused-backward": (["autodiff.gemm_epilogue_grad"], ["autodiff.relu_grad"]),
     "canonical": (["autodiff.adam_step"], ["autodiff.backward"]),
-    "fused-step": (["autodiff.adam_step"], ["autodiff.mlp_train_step"]),  # numpy: unfused
     "hoisted": (["autodiff.adam_step"], ["autodiff.backward"]),
     "exec": (["exec.program @train_step", "exec.copy"], ["func.func"]),
     "inplace": (['exec.launch "numpy.adam_step_out"'], ["exec.copy"]),

@@ -29,9 +29,24 @@ TF32_TOL = 2e-3
 def per_layer(prog: Any) -> Any:
     """`prog` (not compiled yet) with its pipeline less aicfc-fuse-train-step: the
     per-layer kernels of a small MLP, for tests of their launches, schedule and selection
-    (test/python/gpu/test_mlp_fused_gpu.py tests the fused step). A test's override of
-    the pipeline, not an API."""
+    (the default pipeline has no fused step; this keeps them so if it ever has one).
+    A test's override of the pipeline, not an API."""
     prog._steps = tuple(s for s in prog._steps if s.stage != "fused-step")
+    return prog
+
+
+def with_fused_step(prog: Any) -> Any:
+    """`prog` (not compiled yet) with aicfc-fuse-train-step after "canonical", as
+    train_pipeline(fuse_train_step=True) places it (not in the default pipeline)."""
+    from aicfc.passes.pipelines import Step, stage_names
+
+    steps = []
+    for s in prog._steps:
+        steps.append(s)
+        if s.stage == "canonical":
+            steps.append(Step("fused-step", "aicfc-fuse-train-step{backend=cuda}"))
+    prog._steps = tuple(steps)
+    prog.stages = stage_names(prog._steps)
     return prog
 
 

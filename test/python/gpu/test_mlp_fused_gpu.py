@@ -23,7 +23,7 @@ import pytest
 import aicfc
 from aicfc import nn, optim
 from aicfc.optim import lr_scheduler
-from gpu.gpu_support import gpu, rel_err
+from gpu.gpu_support import gpu, rel_err, with_fused_step
 
 pytestmark = gpu
 
@@ -68,7 +68,9 @@ def compare(gpu_prog, cpu_prog, gpu_losses, cpu_losses) -> None:
 def train(batch, widths, act=nn.ReLU, optimizer=None, device_batches=False, schedule=None):
     make_opt = optimizer or (lambda: optim.Adam(lr=1e-3))
     kw = {"lr_scheduler": schedule()} if schedule else {}
-    gpu_prog = aicfc.compile(mlp(widths, act), optimizer=make_opt(), backend="cupy", **kw)
+    gpu_prog = with_fused_step(
+        aicfc.compile(mlp(widths, act), optimizer=make_opt(), backend="cupy", **kw)
+    )
     kw = {"lr_scheduler": schedule()} if schedule else {}
     cpu_prog = aicfc.compile(mlp(widths, act), optimizer=make_opt(), backend="numpy", **kw)
     gpu_losses, cpu_losses = [], []

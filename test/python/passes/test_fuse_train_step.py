@@ -21,7 +21,7 @@ import pytest
 
 import aicfc
 from aicfc import nn, optim
-from aicfc.passes.pipelines import Step, train_pipeline, with_data_parallel
+from aicfc.passes.pipelines import Step, stage_names, train_pipeline, with_data_parallel
 from aicfc.program import Program
 
 FUSED_KERNEL = "cuda.mlp_train_step_f32"
@@ -46,12 +46,14 @@ def mlp(widths: tuple[int, ...], act: type[nn.Module] = nn.ReLU, bias: bool = Tr
 def numpy_program(model: nn.Module, optimizer: optim.Optimizer, fused: bool) -> Program:
     prog = aicfc.compile(model, "cross_entropy", optimizer, backend="numpy")
     if fused:  # a test's override of the pipeline, before anything compiles
+        steps = train_pipeline("numpy", fuse_train_step=True)
         prog._steps = tuple(
             Step(s.stage, "aicfc-fuse-train-step{backend=numpy force=true}")
             if s.stage == "fused-step"
             else s
-            for s in prog._steps
+            for s in steps
         )
+        prog.stages = stage_names(prog._steps)
     return prog
 
 
@@ -97,7 +99,7 @@ def cuda_launches(
     """The kernels of the cupy pipeline's exec program for `model` (compiled, not run)."""
     prog = aicfc.compile(model, kw.pop("loss", "cross_entropy"), optimizer, backend="numpy", **kw)
     graph = aicfc.parse(prog.mlir("graph", batch_size=batch))
-    lowered = aicfc.run_pipeline(graph, "aicfc-train-pipeline{backend=cupy}")
+    lowered = aicfc.run_pipeline(graph, "aicfc-train-pipeline{backend=cupy fuse_train_step=true}")
     return [op.kernel.data for op in lowered.walk() if op.name == "exec.launch"]
 
 
@@ -149,12 +151,15 @@ def test_steps_the_kernel_does_not_do_stay_unfused(case):
 
 
 def test_a_data_parallel_step_has_no_fused_step_stage():
-    stages = [s.stage for s in with_data_parallel(train_pipeline("cupy"), 2)]
-    assert "fused-step" not in stages and "fused-step" in [s.stage for s in train_pipeline("cupy")]
+    fused = train_pipeline("cupy", fuse_train_step=True)
+    stages = [s.stage for s in with_data_parallel(fused, 2)]
+    assert "fused-step" not in stages and "fused-step" in [s.stage for s in fused]
+    assert "fused-step" not in [s.stage for s in train_pipeline("cupy")]  # only when asked
 
 
 def test_numpy_pipeline_leaves_the_step_unfused_by_default():
     prog = numpy_program(mlp((12, 8, 3)), optim.Adam(lr=1e-3), fused=False)
     rng = np.random.default_rng(3)
     prog.step(rng.standard_normal((5, 12)).astype(np.float32), rng.integers(0, 3, 5))
-    assert "autodiff.mlp_train_step" not in prog.mlir("fused-step")
+    assert "autodiff.mlp_train_step" not in prog.mlir("canonical")
+    assert "fused-step" not in prog.stages

@@ -30,8 +30,8 @@ def kernels(variant: str) -> list[str]:
 
 
 def test_variants_compile_the_steps_of_the_earlier_rows():
-    first, fused, now = kernels("first"), kernels("fused"), kernels("layers")
-    assert kernels("") == ["cuda.mlp_train_step_f32"]  # aicfc-graph: the fused step
+    first, fused, now = kernels("first"), kernels("fused"), kernels("")
+    assert kernels("fused-step") == ["cuda.mlp_train_step_f32"]  # aicfc-fused-step's row
     assert first.count("cuda.epilogue_grad_f32") == 2 and "gemm_epilogue_grad" not in str(first)
     assert first[-6:] == ["cuda.adam_step_multi_tensor_f32"] * 6  # all updates at the end
     assert fused.count("cuda.gemm_epilogue_grad_splitk_nn") == 2
