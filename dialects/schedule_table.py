@@ -20,7 +20,7 @@ zero-padded). The closed forms, with b the base lr and t the local step:
 - cosine (CosineAnnealingLR; T_max, eta_min):
   eta_min + (b - eta_min) * (1 + cos(pi t / T_max)) / 2
 
-The NumPy reference (runtime/reference.py `schedule_lr`), the CUDA kernel
+The NumPy reference (runtime/reference_optim.py `schedule_lr`), the CUDA kernel
 (kernels/optim.cu, by `code`) and aicfc.optim.lr_scheduler read these rows; the
 registry-side readers need no xDSL, hence a module of its own (as the activation table).
 """

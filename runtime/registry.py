@@ -210,6 +210,38 @@ class KernelSpec:
         return "inplace_ok" in self.flags
 
 
+F32 = ("f32",)
+
+
+def cuda_kernel(
+    name: str,
+    op: str,
+    source: str,
+    symbol: str,
+    abi: tuple[tuple[str, str], ...],
+    dtypes: tuple[str, ...] = F32,
+    constraints: Constraints | None = None,
+    flags: tuple[str, ...] = (),
+    *,
+    launcher: str,
+) -> KernelSpec:
+    """The CUDA entry "cuda.<name>" of `op`: `symbol` of kernels/<source>, launched by
+    `<launcher>` of runtime/cuda/launchers/<source's family>.py (the registry_cuda*
+    modules' shorthand)."""
+    return KernelSpec(
+        name=f"cuda.{name}",
+        op=op,
+        family="cuda",
+        dtypes=dtypes,
+        constraints=constraints or Constraints(),
+        flags=frozenset(flags),
+        abi=abi,
+        source=source,
+        symbol=symbol,
+        launcher=f"{source.removesuffix('.cu')}:{launcher}",
+    )
+
+
 # ----------------------------------------------------------------------------
 # The NumPy reference kernels: one per op of runtime/reference.py's REFERENCE,
 # plus copy. Each runs its op's reference function and writes the results into

@@ -30,8 +30,11 @@ into Z, then our activation kernel; they win on large products only (a GPT's MLP
 cuBLASLt has no row-alignment constraint: the GPU tests run it on rows of 524 bytes
 (K = 131) and 40 bytes (N = 10) within the fp32 tolerance.
 
-Imports nothing but the registry's dataclasses and the activation table (a launcher is
-named, never imported).
+The transformer's kernels (layer norm, embedding, attention, a language model's
+cross-entropy) are in runtime/registry_cuda_transformer.py; KERNELS includes them.
+
+Imports nothing but the registry's dataclasses, the activation table and the transformer
+entries (a launcher is named, never imported).
 """
 
 from __future__ import annotations
@@ -43,9 +46,10 @@ from aicfc.dialects.activation_table import (
     CUBLASLT_ACTIVATIONS,
     EPILOGUE_ACTIVATIONS,
 )
-from aicfc.runtime.registry import Constraints, KernelSpec
+from aicfc.runtime.registry import F32, Constraints, KernelSpec
+from aicfc.runtime.registry import cuda_kernel as _k
+from aicfc.runtime.registry_cuda_transformer import TRANSFORMER_KERNELS
 
-F32 = ("f32",)
 _I64_OFFSET = ((1, ("i64",)),)
 _PAIRS = {"nn": (False, False), "nt": (False, True), "tn": (True, False), "tt": (True, True)}
 _GEMM_ABI = (("M", "int32_t"), ("N", "int32_t"), ("K", "int32_t"), ("act", "int32_t"))
@@ -245,32 +249,6 @@ epilogue into Z (the pre-activation the backward reads; into Y when Z is not kep
 our kernel Y = act(Z), in place on Y without Z (flag "split_epilogue"; the selector lets
 it win only on products large enough to pay for the second pass,
 `selector.SPLIT_EPILOGUE_MIN_MACS`)."""
-
-
-def _k(
-    name: str,
-    op: str,
-    source: str,
-    symbol: str,
-    abi: tuple[tuple[str, str], ...],
-    dtypes: tuple[str, ...] = F32,
-    constraints: Constraints | None = None,
-    flags: tuple[str, ...] = (),
-    *,
-    launcher: str,
-) -> KernelSpec:
-    return KernelSpec(
-        name=f"cuda.{name}",
-        op=op,
-        family="cuda",
-        dtypes=dtypes,
-        constraints=constraints or Constraints(),
-        flags=frozenset(flags),
-        abi=abi,
-        source=source,
-        symbol=symbol,
-        launcher=f"{source.removesuffix('.cu')}:{launcher}",
-    )
 
 
 _N = (("n", "int64_t"),)
@@ -802,194 +780,9 @@ COMPOSITE_PRODUCTS: dict[str, str] = {
     for c, k in zip(_COMPOSITE_EPILOGUE_GRADS, [*_PRODUCTS, *_WIDE_PRODUCTS], strict=True)
 }
 """A composite gemm_epilogue_grad entry -> the product kernel it runs first."""
-# --- the transformer's kernels (issue 12): layer norm, embedding, attention, the
-# cross-entropy of a language model's head, and the layout ops of the unfused path ---
-
-_LABELS = ("i32", "i64")
-_AUX = ("auxiliary",)
-_LN_ABI = (("N", "int32_t"), ("D", "int32_t"), ("eps", "float"))
-_ATTENTION_SCALARS = (
-    ("scale", "float"),
-    ("causal", "int32_t"),
-    ("p", "double"),
-    ("seed", "int64_t"),
-)
-_TILED_ABI = (("BH", "int32_t"), ("T", "int32_t"), *_ATTENTION_SCALARS)
-_ROWS_ABI = (
-    ("BH", "int32_t"),
-    ("T", "int32_t"),
-    ("S", "int32_t"),
-    ("d", "int32_t"),
-    *_ATTENTION_SCALARS,
-)
-ATTENTION_HEAD_DIMS = (32, 64, 128)
-"""Head dims of attention.cu's tiled kernels; attention_rows.cu takes any d <= 128."""
-ATTENTION_ROWS_MAX_D = 128
-_HEAD_DIMS = ((0, 1, ATTENTION_ROWS_MAX_D),)
-MANY_CLASSES = 33
-"""cross_entropy.cu's team-per-row kernel takes rows of at least this many classes (a
-language model's vocabulary); loss.cu's warp-per-row kernels keep the narrow heads."""
+# The layout ops of a transformer's unfused path (the rest of its kernels:
+# runtime/registry_cuda_transformer.py).
 _STRIDED_ABI = _PERMUTE_ABI
-LAYER_NORM_MAX_D = 8192
-"""layernorm.cu holds a row in registers: 16 elements a thread, at most 512 threads."""
-_LN = Constraints(last_dim_range=((0, 1, LAYER_NORM_MAX_D),))
-
-_LAYER_NORM = [
-    _k("layer_norm_f32", "graph.layer_norm", "layernorm.cu", "aicfc_layer_norm_f32", _LN_ABI,
-       constraints=_LN, launcher="launch_layer_norm"),
-    _k("add_layer_norm_f32", "graph.add_layer_norm", "layernorm.cu", "aicfc_add_layer_norm_f32",
-       _LN_ABI, constraints=_LN, flags=("fused",), launcher="launch_add_layer_norm"),
-    _k("layer_norm_grad_f32", "autodiff.layer_norm_grad", "layernorm.cu",
-       "aicfc_layer_norm_grad_f32", (("N", "int32_t"), ("D", "int32_t")), constraints=_LN,
-       flags=("workspace",), launcher="launch_layer_norm_grad"),
-    _k("layer_norm_param_grad_f32", "autodiff.layer_norm_grad", "layernorm.cu",
-       "aicfc_layer_norm_param_grad_f32", (("blocks", "int32_t"), ("D", "int32_t")),
-       flags=_AUX, launcher="launch_layer_norm_grad"),
-]  # fmt: skip
-
-_EMBEDDING = (
-    [
-        _k(f"embedding_f32_{lt}", "graph.embedding", "embedding.cu", f"aicfc_embedding_f32_{lt}",
-           (("N", "int32_t"), ("V", "int32_t"), ("D", "int32_t")),
-           constraints=Constraints(operand_dtypes=((0, (lt,)),)), launcher="launch_embedding")
-        for lt in _LABELS
-    ]
-    + [
-        _k(f"embedding_grad_f32_{lt}", "autodiff.embedding_grad", "embedding.cu",
-           f"aicfc_embedding_grad_chunks_f32_{lt}",
-           (("N", "int32_t"), ("V", "int32_t"), ("D", "int32_t"), ("chunk", "int32_t")),
-           constraints=Constraints(operand_dtypes=((1, (lt,)),)), flags=("workspace",),
-           launcher="launch_embedding_grad")
-        for lt in _LABELS
-    ]
-    + [
-        _k("embedding_grad_combine_f32", "autodiff.embedding_grad", "embedding.cu",
-           "aicfc_embedding_grad_combine_f32",
-           (("N", "int32_t"), ("V", "int32_t"), ("D", "int32_t"), ("chunk", "int32_t"),
-            ("split", "int32_t")),
-           flags=_AUX, launcher="launch_embedding_grad"),
-    ]
-)  # fmt: skip
-
-_ATTENTION = (
-    [
-        KernelSpec(
-            name=f"cuda.scaled_dot_product_attention{grad}_f32_d{d}",
-            op=f"{op}",
-            family="cuda",
-            dtypes=F32,
-            constraints=Constraints(
-                last_dims=((0 if not grad else 1, (d,)),),
-                equal_shapes=(0, 1, 2) if not grad else (0, 1, 2, 3, 4),
-                operand_dtypes=((3 if not grad else 6, ("i64",)),),
-            ),
-            flags=frozenset({"fused", "workspace"} if grad else {"fused"}),
-            abi=_TILED_ABI,
-            source="attention.cu",
-            symbol=f"aicfc_attention_{'bwd' if grad else 'fwd'}_f32_d{d}",
-            launcher=f"attention:launch_attention{grad}",
-            priority=1,  # over attention_rows.cu where both run it
-        )
-        for grad, op in (
-            ("", "graph.scaled_dot_product_attention"),
-            ("_grad", "autodiff.scaled_dot_product_attention_grad"),
-        )
-        for d in ATTENTION_HEAD_DIMS
-    ]
-    + [
-        _k("attention_bwd_delta_f32", "autodiff.scaled_dot_product_attention_grad",
-           "attention.cu", "aicfc_attention_bwd_delta_f32",
-           (("rows", "int32_t"), ("d", "int32_t")), flags=_AUX,
-           launcher="launch_attention_grad"),
-        _k("scaled_dot_product_attention_rows_f32", "graph.scaled_dot_product_attention",
-           "attention_rows.cu", "aicfc_attention_rows_fwd_f32", _ROWS_ABI,
-           constraints=Constraints(operand_dtypes=((3, ("i64",)),), last_dim_range=_HEAD_DIMS),
-           flags=("fused",),
-           launcher="launch_attention_rows"),
-        _k("scaled_dot_product_attention_grad_rows_f32",
-           "autodiff.scaled_dot_product_attention_grad", "attention_rows.cu",
-           "aicfc_attention_rows_bwd_dq_f32", _ROWS_ABI,
-           constraints=Constraints(
-               operand_dtypes=((6, ("i64",)),), last_dim_range=((1, 1, ATTENTION_ROWS_MAX_D),)
-           ),
-           flags=("fused", "workspace"), launcher="launch_attention_rows_grad"),
-        _k("attention_rows_bwd_dkdv_f32", "autodiff.scaled_dot_product_attention_grad",
-           "attention_rows.cu", "aicfc_attention_rows_bwd_dkdv_f32", _ROWS_ABI, flags=_AUX,
-           launcher="launch_attention_rows_grad"),
-    ]
-)  # fmt: skip
-
-# graph.packed_qkv_attention and its gradient: the same kernels on the heads of qkv [N, T,
-# 3D] in place (attention_layout.cuh), so no split, transpose or concat runs around them.
-_PACKED_ABI = (("BH", "int32_t"), ("H", "int32_t"), ("T", "int32_t"), *_ATTENTION_SCALARS)
-_PACKED_ROWS_ABI = (*_PACKED_ABI[:3], ("d", "int32_t"), *_ATTENTION_SCALARS)
-_PACKED_ATTENTION = (
-    [
-        KernelSpec(
-            name=f"cuda.packed_qkv_attention{grad}_f32_d{d}",
-            op=op,
-            family="cuda",
-            dtypes=F32,
-            constraints=Constraints(
-                packed_head_dim_range=((qkv, d, d),), operand_dtypes=((off, ("i64",)),)
-            ),
-            flags=frozenset({"fused", "workspace"} if grad else {"fused"}),
-            abi=_PACKED_ABI,
-            source="attention.cu",
-            symbol=f"aicfc_attention_{'bwd' if grad else 'fwd'}_packed_f32_d{d}",
-            launcher=f"attention:launch_packed_attention{grad}",
-            priority=1,  # over attention_rows.cu where both run it
-        )
-        for grad, op, qkv, off in (
-            ("", "graph.packed_qkv_attention", 0, 1),
-            ("_grad", "autodiff.packed_qkv_attention_grad", 1, 4),
-        )
-        for d in ATTENTION_HEAD_DIMS
-    ]
-    + [
-        _k("attention_bwd_delta_packed_f32", "autodiff.packed_qkv_attention_grad",
-           "attention.cu", "aicfc_attention_bwd_delta_packed_f32",
-           (("rows", "int32_t"), ("d", "int32_t"), ("H", "int32_t"), ("T", "int32_t")),
-           flags=_AUX, launcher="launch_packed_attention_grad"),
-        _k("packed_qkv_attention_rows_f32", "graph.packed_qkv_attention", "attention_rows.cu",
-           "aicfc_attention_rows_fwd_packed_f32", _PACKED_ROWS_ABI,
-           constraints=Constraints(
-               operand_dtypes=((1, ("i64",)),),
-               packed_head_dim_range=((0, 1, ATTENTION_ROWS_MAX_D),),
-           ),
-           flags=("fused",), launcher="launch_packed_attention_rows"),
-        _k("packed_qkv_attention_grad_rows_f32", "autodiff.packed_qkv_attention_grad",
-           "attention_rows.cu", "aicfc_attention_rows_bwd_dq_packed_f32", _PACKED_ROWS_ABI,
-           constraints=Constraints(
-               operand_dtypes=((4, ("i64",)),),
-               packed_head_dim_range=((1, 1, ATTENTION_ROWS_MAX_D),),
-           ),
-           flags=("fused", "workspace"), launcher="launch_packed_attention_rows_grad"),
-        _k("attention_rows_bwd_dkdv_packed_f32", "autodiff.packed_qkv_attention_grad",
-           "attention_rows.cu", "aicfc_attention_rows_bwd_dkdv_packed_f32", _PACKED_ROWS_ABI,
-           flags=_AUX, launcher="launch_packed_attention_rows_grad"),
-    ]
-)  # fmt: skip
-
-_MANY_CLASSES = [
-    KernelSpec(
-        name=f"cuda.softmax_cross_entropy_f32_{lt}",
-        op="autodiff.cross_entropy_with_grad",
-        family="cuda",
-        dtypes=F32,
-        constraints=Constraints(
-            operand_dtypes=((1, (lt,)),), last_dim_range=((0, MANY_CLASSES, 2**31 - 1),)
-        ),
-        flags=frozenset({"workspace", "fused"}),
-        abi=(("N", "int32_t"), ("V", "int32_t")),
-        source="cross_entropy.cu",
-        symbol=f"aicfc_softmax_cross_entropy_f32_{lt}",
-        launcher="cross_entropy:launch_softmax_cross_entropy",
-        priority=1,  # over loss.cu's warp-per-row kernel for wide rows
-    )
-    for lt in _LABELS
-]
-
 _LAYOUT_OPS = [
     _k("split_b32", "graph.split", "elementwise.cu", "aicfc_strided_copy_b32", _STRIDED_ABI,
        ("f32", "i32"), launcher="launch_split"),
@@ -1054,11 +847,7 @@ KERNELS: tuple[KernelSpec, ...] = (
     *_REDUCTIONS,
     *_WIDE_REDUCTIONS,
     *_RANDOM_AND_OPTIM,
-    *_LAYER_NORM,
-    *_EMBEDDING,
-    *_ATTENTION,
-    *_PACKED_ATTENTION,
-    *_MANY_CLASSES,
+    *TRANSFORMER_KERNELS,
     *_LAYOUT_OPS,
     *_MLP_STEP,
 )

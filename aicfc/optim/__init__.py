@@ -15,7 +15,7 @@ param group and name (`optim.0.lr`, `optim.0.beta1`, ...: the op class's
 `HYPERPARAMETERS`), so a compiled step reads them from device memory and
 `Program.param_groups` changes them without a re-capture
 (docs/design.md#hyperparameters-as-device-state). The update math is
-`runtime/reference.py` (adam_step, sgd_step), checked against torch.optim by
+`runtime/reference_optim.py` (adam_step, sgd_step), checked against torch.optim by
 test/python/test_torch_oracle.py. Schedules: `aicfc.optim.lr_scheduler`.
 """
 

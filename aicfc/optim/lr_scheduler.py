@@ -34,7 +34,7 @@ from aicfc.dialects.schedule_table import (
     KINDS_BY_NAME,
     coefficient_error,
 )
-from aicfc.runtime.reference import schedule_lr
+from aicfc.runtime.reference_optim import schedule_lr
 
 LAST_EPOCH = "lr_scheduler.last_epoch"
 """The state name of the schedule's step counter (torch's `scheduler.last_epoch`)."""

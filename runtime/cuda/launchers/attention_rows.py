@@ -26,7 +26,7 @@ from aicfc.runtime.cuda.launchers.common import (
     numel,
 )
 from aicfc.runtime.registry import KernelSpec
-from aicfc.runtime.registry_cuda import ATTENTION_ROWS_MAX_D
+from aicfc.runtime.registry_cuda_transformer import ATTENTION_ROWS_MAX_D
 
 WARPS = 8
 DKDV_KERNEL = "cuda.attention_rows_bwd_dkdv_f32"

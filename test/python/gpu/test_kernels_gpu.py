@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from aicfc.runtime import reference, registry
+from aicfc.runtime import reference, reference_optim, registry
 from aicfc.runtime.cuda import abi as cuda_abi
 from aicfc.runtime.cuda.abi import CudaKernelError
 from aicfc.runtime.cuda.context import DeviceContext
@@ -640,7 +640,7 @@ def test_lr_schedule_on_the_device_follows_the_reference_and_the_counter():
         la(stream)
         stream.synchronize()
         for base, lr in zip((3e-4, 0.1), lrs, strict=True):
-            want = reference.schedule_lr(base, t, kinds, milestones, coefficients)
+            want = reference_optim.schedule_lr(base, t, kinds, milestones, coefficients)
             assert abs(float(lr.get()) - want) <= 1e-14 * want
     assert int(epoch.get()) == 300
 

@@ -19,7 +19,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from aicfc.runtime import reference, registry
+from aicfc.runtime import reference, reference_optim, registry
 from aicfc.runtime.cuda import abi as cuda_abi
 from aicfc.runtime.cuda.launch import launches_for
 from aicfc.runtime.cuda.launchers.optim import launch_adam_group
@@ -192,7 +192,7 @@ def test_lr_schedule_follows_the_reference_for_1000_epochs(kinds, milestones, co
             la(NullStream())
         assert item(epoch) == t + 1  # advanced in place
         for base, lr in zip((3e-4, 0.1), lrs, strict=True):
-            want = reference.schedule_lr(base, t, kinds, milestones, coefficients)
+            want = reference_optim.schedule_lr(base, t, kinds, milestones, coefficients)
             worst = max(worst, abs(item(lr) - want) / max(abs(want), 1e-300))
     assert worst < 1e-14
 
@@ -206,7 +206,7 @@ def test_lr_schedule_holds_the_epoch_when_the_step_does_not_apply():
         "cuda.lr_schedule", [epoch, EmuArray(f32(0.0)), EmuArray(f64(1.0))], [new_epoch, lr], params
     )
     assert item(new_epoch) == 12
-    assert item(lr) == pytest.approx(reference.schedule_lr(1.0, 12, *SCHEDULES[0]), 1e-15)
+    assert item(lr) == pytest.approx(reference_optim.schedule_lr(1.0, 12, *SCHEDULES[0]), 1e-15)
 
 
 @pytest.mark.parametrize("sizes", [[5000, 37, 9219], [3], [70_000, 1]])

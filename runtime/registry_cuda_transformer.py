@@ -1,0 +1,211 @@
+"""The CUDA kernels of a transformer, as plain data (joined by runtime/registry_cuda.py).
+
+Layer norm (and its add-fused form) with its gradient, the embedding and its gradient
+(chunked, then combined), scaled dot-product attention (attention.cu's tiled kernels for
+head dims 32, 64 and 128; attention_rows.cu's for any head dim up to 128) and the packed
+form that reads the heads of one qkv [N, T, 3D] in place, each with its gradient, and the
+cross-entropy of a language model's head (rows of at least MANY_CLASSES classes). The
+layout ops of the unfused path (split, concat, scale, causal mask: elementwise.cu) stay
+in runtime/registry_cuda.py with the other elementwise kernels. The entries follow
+registry_cuda.py's conventions (its docstring: ABI, launch order, launchers).
+
+Imports nothing but the registry's dataclasses (a launcher is named, never imported).
+"""
+
+from __future__ import annotations
+
+from aicfc.runtime.registry import F32, Constraints, KernelSpec
+from aicfc.runtime.registry import cuda_kernel as _k
+
+_LABELS = ("i32", "i64")
+_AUX = ("auxiliary",)
+_LN_ABI = (("N", "int32_t"), ("D", "int32_t"), ("eps", "float"))
+_ATTENTION_SCALARS = (
+    ("scale", "float"),
+    ("causal", "int32_t"),
+    ("p", "double"),
+    ("seed", "int64_t"),
+)
+_TILED_ABI = (("BH", "int32_t"), ("T", "int32_t"), *_ATTENTION_SCALARS)
+_ROWS_ABI = (
+    ("BH", "int32_t"),
+    ("T", "int32_t"),
+    ("S", "int32_t"),
+    ("d", "int32_t"),
+    *_ATTENTION_SCALARS,
+)
+ATTENTION_HEAD_DIMS = (32, 64, 128)
+"""Head dims of attention.cu's tiled kernels; attention_rows.cu takes any d <= 128."""
+ATTENTION_ROWS_MAX_D = 128
+_HEAD_DIMS = ((0, 1, ATTENTION_ROWS_MAX_D),)
+MANY_CLASSES = 33
+"""cross_entropy.cu's team-per-row kernel takes rows of at least this many classes (a
+language model's vocabulary); loss.cu's warp-per-row kernels keep the narrow heads."""
+LAYER_NORM_MAX_D = 8192
+"""layernorm.cu holds a row in registers: 16 elements a thread, at most 512 threads."""
+_LN = Constraints(last_dim_range=((0, 1, LAYER_NORM_MAX_D),))
+
+_LAYER_NORM = [
+    _k("layer_norm_f32", "graph.layer_norm", "layernorm.cu", "aicfc_layer_norm_f32", _LN_ABI,
+       constraints=_LN, launcher="launch_layer_norm"),
+    _k("add_layer_norm_f32", "graph.add_layer_norm", "layernorm.cu", "aicfc_add_layer_norm_f32",
+       _LN_ABI, constraints=_LN, flags=("fused",), launcher="launch_add_layer_norm"),
+    _k("layer_norm_grad_f32", "autodiff.layer_norm_grad", "layernorm.cu",
+       "aicfc_layer_norm_grad_f32", (("N", "int32_t"), ("D", "int32_t")), constraints=_LN,
+       flags=("workspace",), launcher="launch_layer_norm_grad"),
+    _k("layer_norm_param_grad_f32", "autodiff.layer_norm_grad", "layernorm.cu",
+       "aicfc_layer_norm_param_grad_f32", (("blocks", "int32_t"), ("D", "int32_t")),
+       flags=_AUX, launcher="launch_layer_norm_grad"),
+]  # fmt: skip
+
+_EMBEDDING = (
+    [
+        _k(f"embedding_f32_{lt}", "graph.embedding", "embedding.cu", f"aicfc_embedding_f32_{lt}",
+           (("N", "int32_t"), ("V", "int32_t"), ("D", "int32_t")),
+           constraints=Constraints(operand_dtypes=((0, (lt,)),)), launcher="launch_embedding")
+        for lt in _LABELS
+    ]
+    + [
+        _k(f"embedding_grad_f32_{lt}", "autodiff.embedding_grad", "embedding.cu",
+           f"aicfc_embedding_grad_chunks_f32_{lt}",
+           (("N", "int32_t"), ("V", "int32_t"), ("D", "int32_t"), ("chunk", "int32_t")),
+           constraints=Constraints(operand_dtypes=((1, (lt,)),)), flags=("workspace",),
+           launcher="launch_embedding_grad")
+        for lt in _LABELS
+    ]
+    + [
+        _k("embedding_grad_combine_f32", "autodiff.embedding_grad", "embedding.cu",
+           "aicfc_embedding_grad_combine_f32",
+           (("N", "int32_t"), ("V", "int32_t"), ("D", "int32_t"), ("chunk", "int32_t"),
+            ("split", "int32_t")),
+           flags=_AUX, launcher="launch_embedding_grad"),
+    ]
+)  # fmt: skip
+
+_ATTENTION = (
+    [
+        KernelSpec(
+            name=f"cuda.scaled_dot_product_attention{grad}_f32_d{d}",
+            op=f"{op}",
+            family="cuda",
+            dtypes=F32,
+            constraints=Constraints(
+                last_dims=((0 if not grad else 1, (d,)),),
+                equal_shapes=(0, 1, 2) if not grad else (0, 1, 2, 3, 4),
+                operand_dtypes=((3 if not grad else 6, ("i64",)),),
+            ),
+            flags=frozenset({"fused", "workspace"} if grad else {"fused"}),
+            abi=_TILED_ABI,
+            source="attention.cu",
+            symbol=f"aicfc_attention_{'bwd' if grad else 'fwd'}_f32_d{d}",
+            launcher=f"attention:launch_attention{grad}",
+            priority=1,  # over attention_rows.cu where both run it
+        )
+        for grad, op in (
+            ("", "graph.scaled_dot_product_attention"),
+            ("_grad", "autodiff.scaled_dot_product_attention_grad"),
+        )
+        for d in ATTENTION_HEAD_DIMS
+    ]
+    + [
+        _k("attention_bwd_delta_f32", "autodiff.scaled_dot_product_attention_grad",
+           "attention.cu", "aicfc_attention_bwd_delta_f32",
+           (("rows", "int32_t"), ("d", "int32_t")), flags=_AUX,
+           launcher="launch_attention_grad"),
+        _k("scaled_dot_product_attention_rows_f32", "graph.scaled_dot_product_attention",
+           "attention_rows.cu", "aicfc_attention_rows_fwd_f32", _ROWS_ABI,
+           constraints=Constraints(operand_dtypes=((3, ("i64",)),), last_dim_range=_HEAD_DIMS),
+           flags=("fused",),
+           launcher="launch_attention_rows"),
+        _k("scaled_dot_product_attention_grad_rows_f32",
+           "autodiff.scaled_dot_product_attention_grad", "attention_rows.cu",
+           "aicfc_attention_rows_bwd_dq_f32", _ROWS_ABI,
+           constraints=Constraints(
+               operand_dtypes=((6, ("i64",)),), last_dim_range=((1, 1, ATTENTION_ROWS_MAX_D),)
+           ),
+           flags=("fused", "workspace"), launcher="launch_attention_rows_grad"),
+        _k("attention_rows_bwd_dkdv_f32", "autodiff.scaled_dot_product_attention_grad",
+           "attention_rows.cu", "aicfc_attention_rows_bwd_dkdv_f32", _ROWS_ABI, flags=_AUX,
+           launcher="launch_attention_rows_grad"),
+    ]
+)  # fmt: skip
+
+# graph.packed_qkv_attention and its gradient: the same kernels on the heads of qkv [N, T,
+# 3D] in place (attention_layout.cuh), so no split, transpose or concat runs around them.
+_PACKED_ABI = (("BH", "int32_t"), ("H", "int32_t"), ("T", "int32_t"), *_ATTENTION_SCALARS)
+_PACKED_ROWS_ABI = (*_PACKED_ABI[:3], ("d", "int32_t"), *_ATTENTION_SCALARS)
+_PACKED_ATTENTION = (
+    [
+        KernelSpec(
+            name=f"cuda.packed_qkv_attention{grad}_f32_d{d}",
+            op=op,
+            family="cuda",
+            dtypes=F32,
+            constraints=Constraints(
+                packed_head_dim_range=((qkv, d, d),), operand_dtypes=((off, ("i64",)),)
+            ),
+            flags=frozenset({"fused", "workspace"} if grad else {"fused"}),
+            abi=_PACKED_ABI,
+            source="attention.cu",
+            symbol=f"aicfc_attention_{'bwd' if grad else 'fwd'}_packed_f32_d{d}",
+            launcher=f"attention:launch_packed_attention{grad}",
+            priority=1,  # over attention_rows.cu where both run it
+        )
+        for grad, op, qkv, off in (
+            ("", "graph.packed_qkv_attention", 0, 1),
+            ("_grad", "autodiff.packed_qkv_attention_grad", 1, 4),
+        )
+        for d in ATTENTION_HEAD_DIMS
+    ]
+    + [
+        _k("attention_bwd_delta_packed_f32", "autodiff.packed_qkv_attention_grad",
+           "attention.cu", "aicfc_attention_bwd_delta_packed_f32",
+           (("rows", "int32_t"), ("d", "int32_t"), ("H", "int32_t"), ("T", "int32_t")),
+           flags=_AUX, launcher="launch_packed_attention_grad"),
+        _k("packed_qkv_attention_rows_f32", "graph.packed_qkv_attention", "attention_rows.cu",
+           "aicfc_attention_rows_fwd_packed_f32", _PACKED_ROWS_ABI,
+           constraints=Constraints(
+               operand_dtypes=((1, ("i64",)),),
+               packed_head_dim_range=((0, 1, ATTENTION_ROWS_MAX_D),),
+           ),
+           flags=("fused",), launcher="launch_packed_attention_rows"),
+        _k("packed_qkv_attention_grad_rows_f32", "autodiff.packed_qkv_attention_grad",
+           "attention_rows.cu", "aicfc_attention_rows_bwd_dq_packed_f32", _PACKED_ROWS_ABI,
+           constraints=Constraints(
+               operand_dtypes=((4, ("i64",)),),
+               packed_head_dim_range=((1, 1, ATTENTION_ROWS_MAX_D),),
+           ),
+           flags=("fused", "workspace"), launcher="launch_packed_attention_rows_grad"),
+        _k("attention_rows_bwd_dkdv_packed_f32", "autodiff.packed_qkv_attention_grad",
+           "attention_rows.cu", "aicfc_attention_rows_bwd_dkdv_packed_f32", _PACKED_ROWS_ABI,
+           flags=_AUX, launcher="launch_packed_attention_rows_grad"),
+    ]
+)  # fmt: skip
+
+_MANY_CLASSES = [
+    KernelSpec(
+        name=f"cuda.softmax_cross_entropy_f32_{lt}",
+        op="autodiff.cross_entropy_with_grad",
+        family="cuda",
+        dtypes=F32,
+        constraints=Constraints(
+            operand_dtypes=((1, (lt,)),), last_dim_range=((0, MANY_CLASSES, 2**31 - 1),)
+        ),
+        flags=frozenset({"workspace", "fused"}),
+        abi=(("N", "int32_t"), ("V", "int32_t")),
+        source="cross_entropy.cu",
+        symbol=f"aicfc_softmax_cross_entropy_f32_{lt}",
+        launcher="cross_entropy:launch_softmax_cross_entropy",
+        priority=1,  # over loss.cu's warp-per-row kernel for wide rows
+    )
+    for lt in _LABELS
+]
+
+TRANSFORMER_KERNELS: tuple[KernelSpec, ...] = (
+    *_LAYER_NORM,
+    *_EMBEDDING,
+    *_ATTENTION,
+    *_PACKED_ATTENTION,
+    *_MANY_CLASSES,
+)
+"""The transformer's CUDA kernels; runtime/registry_cuda.py's KERNELS includes them."""
