@@ -95,7 +95,9 @@ def train_pipeline(
     low = (Step("autocast", f"aicfc-autocast{{dtype={autocast}}}"),) if autocast else ()
     if autocast == "fp16":  # fp16 flushes small gradients to zero: scale the loss
         low = (Step("autocast", f"aicfc-autocast{{dtype={autocast}}},aicfc-loss-scale"),)
-    fold = ",aicfc-fold-casts" if autocast else ""
+    # bf16 only: fp16's loss scaling detects overflow in the products' fp16 results (as
+    # torch's GradScaler sees them), which an f32 result would hide
+    fold = ",aicfc-fold-casts" if autocast == "bf16" else ""
     copies = (Step("weight-copies", "aicfc-fold-weight-casts"),) if autocast else ()
     return (
         Step("fused", "aicfc-fuse"),
