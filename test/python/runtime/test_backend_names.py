@@ -61,5 +61,5 @@ def test_the_pass_options_and_the_pipeline_read_the_same_names():
     for key in [("aicfc-lower-exec", "backend"), ("aicfc-train-pipeline", "backend")]:
         assert CHOICES[key]() == ("numpy", "cupy", "cuda")
     for name in CHOICES["aicfc-lower-exec", "backend"]():
-        lower = train_pipeline(name)[6].passes
+        lower = next(s.passes for s in train_pipeline(name) if s.stage == "exec")
         assert lower == f"aicfc-lower-exec{{backend={kernel_family(name)}}}"
