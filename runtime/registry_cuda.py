@@ -542,7 +542,7 @@ _WIDE_REDUCTIONS = [
             f"aicfc_epilogue_grad_{low}_f32",
             _EPILOGUE_GRAD_CHUNK_ABI,
             (low,),
-            flags=("fused",),  # one chunk, as the low ones (dZ is bf16/f16)
+            flags=("fused", "workspace"),  # rows in chunks: f32 partials, as epilogue_grad_f32's
             constraints=Constraints(activations=EPILOGUE_ACTIVATIONS, param_values=WIDE_F32),
             launcher="launch_epilogue_grad",
         ),

@@ -57,10 +57,11 @@ def row_chunks(m: int, tiles: int, sm_count: int) -> tuple[int, int]:
 
 
 def may_split_rows(spec: KernelSpec) -> bool:
-    """Whether `spec` may split its rows into chunks: f32 only, whose partial sums are
-    float32 like the result; a bf16/f16 partial would round before the chunks are added,
-    and each result must round once (kernels/reduce.cu), so those run as one chunk."""
-    return spec.dtypes == ("f32",)
+    """Whether `spec` may split its rows into chunks: the entries whose sums are float32
+    (f32, and the wide bf16/f16 -> f32 ones) have a "workspace" of f32 partials; a bf16/f16
+    sum would round before the chunks are added, and each result must round once
+    (kernels/reduce.cu), so those run as one chunk."""
+    return "workspace" in spec.flags
 
 
 def launch_epilogue_grad(

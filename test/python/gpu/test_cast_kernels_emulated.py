@@ -263,11 +263,18 @@ def test_wide_reduce_sum_writes_the_fp32_sum(
 
 @pytest.mark.parametrize("dt", ["bf16", "f16"])
 @pytest.mark.parametrize("act", ["relu", "gelu"])
-def test_wide_epilogue_grad_writes_dbias_in_fp32(dt: str, act: str) -> None:
+@pytest.mark.parametrize("m", [70, 300])
+def test_wide_epilogue_grad_writes_dbias_in_fp32(dt: str, act: str, m: int) -> None:
     """epilogue_grad_<dt>_f32: dZ as the low kernel's (bitwise for relu), dbias the float32
-    column sums of the unrounded fp32 dZ."""
+    column sums of the unrounded fp32 dZ; 300 rows split into two chunks of f32 partials
+    added by sum_partials_f32 (two launches), 70 rows are one."""
     rng = np.random.default_rng(13)
-    m, n = 70, 45
+    n = 45
+    spec = registry.get(f"cuda.epilogue_grad_{dt}_f32")
+    shapes = [EmuArray(np.zeros((m, n), DTYPES[dt])) for _ in range(3)]
+    plan = launches_for(spec, shapes[:2], [shapes[2], EmuArray(np.zeros(n, np.float32))],
+                        {"act": act, "out_dtype": "f32"}, EmuContext())  # fmt: skip
+    assert [la.name for la in plan][1:] == (["cuda.sum_partials_f32"] if m == 300 else [])
     dy = rng.standard_normal((m, n)).astype(DTYPES[dt])
     saved = rng.standard_normal((m, n)).astype(DTYPES[dt])
     dz, db = poisoned((m, n), dt), poisoned((n,), "f32")
