@@ -80,7 +80,7 @@ from xdsl.traits import IsolatedFromAbove, NoTerminator, OpTrait, SymbolOpInterf
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
-from aicfc.dialects.flags import ALIAS_POLICIES
+from aicfc.dialects.flags import ALIAS_POLICIES, VIEW
 from aicfc.dialects.params import ParamValue, attr_to_params, params_to_attr
 from aicfc.dialects.tensors import itemsize, numel
 
@@ -713,10 +713,61 @@ def tmp_lifetimes(program: ProgramOp) -> dict[AllocOp, tuple[int, int]]:
     return spans
 
 
+def _writes(op: Operation) -> Sequence[SSAValue]:
+    if isinstance(op, LaunchOp):
+        return op.outputs
+    if isinstance(op, CopyOp):
+        return (op.dest,)
+    return ()
+
+
+def view_groups(program: ProgramOp) -> dict[AllocOp, AllocOp]:
+    """Each tmp alloc that may share its storage with another, and the alloc whose storage
+    it shares (the root of a chain of views).
+
+    A launch with `alias = "view"` (a reshape: its output is its input's bytes read with
+    another shape) joins output Y to input X's group when both are tmp allocs of the same
+    size, the launch is Y's only writer, and no op from the launch to Y's last use writes
+    any buffer of the group: Y then reads, at every use, the bytes X held when the launch
+    ran. aicfc-plan-memory places a group as one buffer (the union of its lifetimes) and
+    exec.program's verifier lets the members of one group share bytes.
+    """
+    ops = launches(program)
+    pos = {id(op): k for k, op in enumerate(ops)}
+    end = len(ops)
+    written: dict[SSAValue, list[int]] = {}
+    for k, op in enumerate(ops):
+        for v in _writes(op):
+            written.setdefault(v, []).append(k)
+    root: dict[AllocOp, AllocOp] = {}
+    members: dict[AllocOp, list[AllocOp]] = {}
+    for k, op in enumerate(ops):
+        if not (isinstance(op, LaunchOp) and op.alias is not None and op.alias.data == VIEW.name):
+            continue
+        if len(op.inputs) != 1 or len(op.outputs) != 1:
+            continue
+        x, y = op.inputs[0].owner, op.outputs[0].owner
+        if not (isinstance(x, AllocOp) and isinstance(y, AllocOp)) or x is y:
+            continue
+        if buffer_type(x.result).nbytes() != buffer_type(y.result).nbytes():
+            continue
+        if written.get(y.result) != [k]:
+            continue
+        top = root.get(x, x)
+        group = [top, *members.get(top, [])]
+        last = max(pos.get(id(u.operation), end) for u in y.result.uses)
+        if any(k < w <= last for m in group for w in written.get(m.result, [])):
+            continue
+        root[y] = top
+        members.setdefault(top, []).append(y)
+    return root
+
+
 def verify_disjoint_live_ranges(program: ProgramOp, where: str) -> None:
     """Planned tmp buffers share bytes only when their lifetimes are disjoint.
 
-    That is the rule aicfc-plan-memory plans by; a hand-written or corrupted plan
+    That is the rule aicfc-plan-memory plans by (the members of one `view_groups` group,
+    placed at one offset, count as one buffer); a hand-written or corrupted plan
     that breaks it would let one buffer silently overwrite another. Swept by
     offset, so only byte-overlapping pairs are compared.
     """
@@ -726,10 +777,13 @@ def verify_disjoint_live_ranges(program: ProgramOp, where: str) -> None:
         for k, op in enumerate(program.block.ops)
         if isinstance(op, AllocOp) and op.offset is not None and spans[op][0] >= 0
     )
+    views = view_groups(program)
     for i, (start, end, _, a) in enumerate(planned):
         for start_b, end_b, _, b in planned[i + 1 :]:
             if start_b >= end:
                 break
+            if views.get(a, a) is views.get(b, b) and (start, end) == (start_b, end_b):
+                continue  # one view group at one offset: the same bytes by construction
             (fa, la), (fb, lb) = spans[a], spans[b]
             if start_b < end_b and start < end and fa <= lb and fb <= la:
                 raise VerifyException(

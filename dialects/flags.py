@@ -125,8 +125,13 @@ ACCUMULATE_PAIR = AliasPolicy("accumulate_pair", ((0, 0), (1, 1)))
 # 8 layers of 8; aicfc-fold-inplace skips pairs past an instance's operands).
 TRAIN_STEP_STATE = AliasPolicy("train_step_state", tuple((1 + j, 10 + j) for j in range(64)))
 
+# reshape: the result is the operand's bytes read with another shape, so beyond writing
+# output 0 into input 0 the two may share storage while both are live, as long as neither
+# is written again meanwhile (exec.view_groups; aicfc-plan-memory places them together).
+VIEW = AliasPolicy("view", ((0, 0),))
+
 ALIAS_POLICIES: dict[str, AliasPolicy] = {
-    p.name: p for p in (OUT0_IN0, ADAM_TRIPLET, SGD_PAIR, ACCUMULATE_PAIR, TRAIN_STEP_STATE)
+    p.name: p for p in (OUT0_IN0, ADAM_TRIPLET, SGD_PAIR, ACCUMULATE_PAIR, TRAIN_STEP_STATE, VIEW)
 }
 
 

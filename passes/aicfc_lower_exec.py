@@ -36,7 +36,7 @@ from aicfc.dialects import exec as ex
 from aicfc.dialects.autodiff import BackwardOp
 from aicfc.dialects.base import AicfcOp
 from aicfc.dialects.diagnostics import OpError, copy_location
-from aicfc.dialects.flags import OpFlag, op_info, static_flags
+from aicfc.dialects.flags import VIEW, OpFlag, op_info, static_flags
 from aicfc.dialects.roles import (
     EXTERNAL_ROLES,
     NAME_ATTR,
@@ -172,7 +172,13 @@ class _FuncLowering:
             raise OpError(op, str(e)) from None
         allocs = [ex.AllocOp(ex.from_tensor(r.type, ex.BufferRole.TMP)) for r in op.results]
         info = op_info(op)
-        alias = info.alias.name if info and info.alias and chosen.spec.inplace_ok else None
+        # an in-place kernel takes its op's policy; a view kernel (a byte copy, harmless
+        # onto the same bytes when a backend does launch it) takes the view policy
+        policy = info.alias if info else None
+        takes = policy is not None and (
+            chosen.spec.inplace_ok or (policy is VIEW and chosen.spec.view)
+        )
+        alias = policy.name if policy is not None and takes else None
         launch = ex.LaunchOp(
             chosen.spec.name,
             [self.buffers[v] for v in op.operands],

@@ -30,6 +30,13 @@ multiple of `alignment`; the arena size is the largest end rounded up to
 `alignment`. This is sound (no two live buffers overlap) but not optimal
 (optimal offset assignment is NP-hard).
 
+A reshape's result is its operand's bytes read with another shape: the two form a view
+group (exec.view_groups: the reshape is the result's only writer and nothing writes the
+group while the result lives) and are placed as one buffer, live from the first use of
+either to the last, so the backends read the operand's bytes instead of copying them
+(runtime/schedule.py view_aliases). Without that, the operand's bytes were free for reuse
+right after the reshape and the runtime had to copy (nanoGPT's step: 24 of 50 copied).
+
 Sets each `exec.alloc`'s `offset` and the program's `arena_size` (bytes).
 """
 
@@ -116,18 +123,25 @@ def plan_program(program: ex.ProgramOp, alignment: int, branches: bool = True) -
     """Set every exec.alloc's offset and the program's arena_size.
 
     Lifetimes follow the exec dialect's rule (`tmp_lifetimes`), the one its verifier
-    checks every planned program against; `branches`: reuse only what the data flow
-    orders (module doc).
+    checks every planned program against; the members of a view group (`view_groups`:
+    a reshape's result and its operand) are placed as one buffer live over the union of
+    their lifetimes; `branches`: reuse only what the data flow orders (module doc).
     """
-    spans = ex.tmp_lifetimes(program)
-    allocs = list(spans)
+    lifetimes = ex.tmp_lifetimes(program)
+    views = ex.view_groups(program)
+    group: dict[ex.AllocOp, list[ex.AllocOp]] = {}
+    for a in lifetimes:
+        group.setdefault(views.get(a, a), []).append(a)
+    allocs = list(group)
+    live = [[lifetimes[m] for m in group[a] if lifetimes[m][0] >= 0] for a in allocs]
+    spans = [(min(f for f, _ in ms), max(t for _, t in ms)) if ms else (-1, -1) for ms in live]
     sizes = [ex.buffer_type(a.result).nbytes() for a in allocs]
     ordered = None
     if branches:
         ops = ex.launches(program)
         positions = {id(op): k for k, op in enumerate(ops)}
         anc = data_order(program)
-        uses = [uses_of(a, positions, len(ops)) for a in allocs]
+        uses = [[u for m in group[a] for u in uses_of(m, positions, len(ops))] for a in allocs]
         masks = [sum(1 << u for u in set(us) if u < len(ops)) for us in uses]
 
         def ordered(a: int, b: int) -> bool:
@@ -137,9 +151,10 @@ def plan_program(program: ex.ProgramOp, alignment: int, branches: bool = True) -
                 return False
             return all(v >= len(ops) or anc[v] & masks[a] == masks[a] for v in uses[b])
 
-    offsets, arena = plan(sizes, [spans[a] for a in allocs], alignment, ordered)
+    offsets, arena = plan(sizes, spans, alignment, ordered)
     for a, off in zip(allocs, offsets, strict=True):
-        a.offset = IntegerAttr(off, i64)
+        for m in group[a]:
+            m.offset = IntegerAttr(off, i64)
     program.arena_size = IntegerAttr(arena, i64)
 
 

@@ -209,6 +209,10 @@ class KernelSpec:
     def inplace_ok(self) -> bool:
         return "inplace_ok" in self.flags
 
+    @property
+    def view(self) -> bool:
+        return "view" in self.flags
+
 
 F32 = ("f32",)
 

@@ -19,7 +19,7 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from aicfc.dialects.flags import OpFlag, OpInfo
+from aicfc.dialects.flags import VIEW, OpFlag, OpInfo
 from aicfc.dialects.graph.base import GraphOp
 from aicfc.dialects.params import ParamValue
 from aicfc.dialects.tensors import (
@@ -79,7 +79,7 @@ class ReshapeOp(TargetShapeOp):
     name = "graph.reshape"
     DISPLAY_NAME: ClassVar[str] = "Reshape"
     traits = traits_def(
-        Pure(), OpInfo(F.IS_LAYOUT | F.IS_SHAPE_ONLY | F.IS_LINEAR | F.IS_INVERTIBLE)
+        Pure(), OpInfo(F.IS_LAYOUT | F.IS_SHAPE_ONLY | F.IS_LINEAR | F.IS_INVERTIBLE, VIEW)
     )
 
     def verify_(self) -> None:

@@ -424,7 +424,7 @@ class CupyExecutable(Executable):
     @staticmethod
     def _is_view(step: LaunchStep) -> bool:
         spec = registry.KERNELS_BY_NAME.get(step.kernel)
-        return spec is not None and "view" in spec.flags
+        return spec is not None and spec.view
 
     def _problem(self, spec: registry.KernelSpec, step: LaunchStep) -> Problem:
         ins = [self.plan.buffers[i] for i in step.inputs]

@@ -179,9 +179,16 @@ def _only_policy_aliases(
         if any(np.may_share_memory(out, other) for other in outs[:k]):
             return False
         for j, x in enumerate(ins):
-            if np.may_share_memory(out, x) and not (out is x and (k, j) in pairs):
+            if np.may_share_memory(out, x) and not ((k, j) in pairs and _same_storage(out, x)):
                 return False
     return True
+
+
+def _same_storage(out: np.ndarray, x: np.ndarray) -> bool:
+    """The very array, or (a view group's reshape, aicfc-plan-memory) the same bytes."""
+    return out is x or (
+        out.ctypes.data == x.ctypes.data and out.nbytes == x.nbytes and out.flags.c_contiguous
+    )
 
 
 class NumpyExecutable(Executable):

@@ -157,7 +157,7 @@ exec.program @launch_output_twice {
 exec.program @launch_unknown_alias {
   %t = exec.alloc : !exec.buffer<4xf32, tmp>
   exec.graph {
-    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.launch "numpy.relu": unknown alias policy "out1_in0" (known: accumulate_pair, adam_triplet, out0_in0, sgd_pair, train_step_state)
+    // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:5: error: exec.launch "numpy.relu": unknown alias policy "out1_in0" (known: accumulate_pair, adam_triplet, out0_in0, sgd_pair, train_step_state, view)
     exec.launch "numpy.relu"(%t) outs(%t) alias = "out1_in0" : (!exec.buffer<4xf32, tmp>) -> (!exec.buffer<4xf32, tmp>)
   }
 }
@@ -204,6 +204,24 @@ exec.program @live_overlap arena = 32 {
     exec.launch "numpy.tanh"(%a) outs(%b) : (!exec.buffer<4xf32, tmp>) -> (!exec.buffer<4xf32, tmp>)
   }
   exec.output "b" %b : !exec.buffer<4xf32, tmp>
+}
+
+// -----
+
+// A reshape's result at its operand's offset is one view group only while nothing writes
+// the group: %a rewritten at position 2, while %v still lives, breaks it.
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:1: error: exec.program @view_operand_rewritten: exec.alloc %a (bytes 0..16) and %v (bytes 0..16) share bytes but are both live at exec.graph position 1; planned buffers may overlap only when their lifetimes are disjoint
+exec.program @view_operand_rewritten arena = 256 {
+  %x = exec.buffer "x" : !exec.buffer<4xf32, input>
+  %a = exec.alloc offset = 0 : !exec.buffer<4xf32, tmp>
+  %v = exec.alloc offset = 0 : !exec.buffer<2x2xf32, tmp>
+  exec.graph {
+    exec.launch "numpy.relu"(%x) outs(%a) : (!exec.buffer<4xf32, input>) -> (!exec.buffer<4xf32, tmp>)
+    exec.launch "numpy.reshape_out"(%a) outs(%v) alias = "view" : (!exec.buffer<4xf32, tmp>) -> (!exec.buffer<2x2xf32, tmp>)
+    exec.launch "numpy.tanh"(%x) outs(%a) : (!exec.buffer<4xf32, input>) -> (!exec.buffer<4xf32, tmp>)
+  }
+  exec.output "a" %a : !exec.buffer<4xf32, tmp>
+  exec.output "v" %v : !exec.buffer<2x2xf32, tmp>
 }
 
 // -----
