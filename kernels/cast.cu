@@ -2,7 +2,7 @@
 //
 // ABI: aicfc_cast_<from>_<to> (x, y, int64 n) for (from, to) in f32 -> bf16, bf16 -> f32,
 // f32 -> f16, f16 -> f32: y[i] = x[i] converted, a grid-stride loop over n elements (grid
-// from the launcher). A narrowing cast rounds to nearest even (cvt.rn; f16 overflows to
+// from the launcher; 8 elements a thread where aligned: kernels/lowp.cuh map1). A narrowing cast rounds to nearest even (cvt.rn; f16 overflows to
 // inf past 65504); a widening cast is exact (kernels/lowp.cuh).
 #include "common.cuh"
 #include "lowp.cuh"
@@ -11,10 +11,7 @@ AICFC_EXPORT_ABI_VERSION
 
 template <class From, class To>
 __device__ __forceinline__ void cast_loop(const From* x, To* y, int64_t n) {
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    y[i] = aicfc::store<To>(aicfc::load<From>(x[i]));
-  }
+  aicfc::map1(x, y, n, [](float v) { return v; });
 }
 
 #define AICFC_CAST(FROM_NAME, FROM, TO_NAME, TO)                                        \

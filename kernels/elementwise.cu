@@ -83,21 +83,16 @@ extern "C" __global__ void aicfc_bias_add_f32(const float* x,
 AICFC_ACTIVATIONS(AICFC_ACTIVATION_KERNELS)
 
 // The same arithmetic on bf16 and f16 storage (suffixes _bf16, _f16): load widens to
-// float, the expression runs in float, the store rounds once (kernels/lowp.cuh).
+// float, the expression runs in float, the store rounds once; 8 elements a thread where
+// aligned (kernels/lowp.cuh map1, map2).
 #define AICFC_LOW_BINARY(NAME, SUFFIX, T, EXPR)                                          \
   extern "C" __global__ void aicfc_##NAME##_##SUFFIX(const T* a, const T* b, T* out,     \
                                                      int64_t n) {                        \
-    AICFC_GRID_STRIDE(i, n) {                                                            \
-      float x = aicfc::load<T>(a[i]), y = aicfc::load<T>(b[i]);                          \
-      out[i] = aicfc::store<T>(EXPR);                                                    \
-    }                                                                                    \
+    aicfc::map2(a, b, out, n, [](float x, float y) { return EXPR; });                    \
   }
 #define AICFC_LOW_UNARY(NAME, SUFFIX, T, EXPR)                                           \
   extern "C" __global__ void aicfc_##NAME##_##SUFFIX(const T* in, T* out, int64_t n) {   \
-    AICFC_GRID_STRIDE(i, n) {                                                            \
-      float x = aicfc::load<T>(in[i]);                                                   \
-      out[i] = aicfc::store<T>(EXPR);                                                    \
-    }                                                                                    \
+    aicfc::map1(in, out, n, [](float x) { return EXPR; });                               \
   }
 #define AICFC_LOW_KERNELS(SUFFIX, T)                                                     \
   AICFC_LOW_BINARY(add, SUFFIX, T, x + y)                                                \

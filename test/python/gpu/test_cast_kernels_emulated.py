@@ -5,6 +5,8 @@ subnormals; the subnormals also against their fp16 words written out by hand."""
 
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -288,3 +290,40 @@ def test_wide_epilogue_grad_writes_dbias_in_fp32(dt: str, act: str, m: int) -> N
     exact = reference.epilogue_grad(dy.astype(np.float64), saved.astype(np.float64), act=act)[1]
     assert norm_err(db.array, exact) <= F32_SUM
     assert norm_err(want_db, exact) <= F32_SUM
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+@pytest.mark.parametrize("offset", [0, 1], ids=["packs", "misaligned"])
+def test_low_precision_elementwise_kernels_compute_in_fp32_and_round_once(dt, offset) -> None:
+    """109 elements: 13 packs of 8 and a tail of 5 where the buffers are 16-byte aligned;
+    one element in (every pointer 2 bytes past a pack), the scalar loop alone. add and mul
+    are bitwise the float32 result rounded once; gelu within one unit of the low dtype
+    (the device's erff against NumPy's erf in float32)."""
+    rng = np.random.default_rng(11 + offset)
+    n = 109
+
+    def low(values: np.ndarray) -> np.ndarray:
+        base = np.concatenate([np.zeros(offset, np.float32), values]).astype(DTYPES[dt])
+        return base[offset:]  # a view: its pointer moves with `offset`
+
+    a, b = (
+        low(rng.standard_normal(n).astype(np.float32)),
+        low(rng.standard_normal(n).astype(np.float32)),
+    )
+    for op, want in [
+        ("add", a.astype(np.float32) + b.astype(np.float32)),
+        ("mul", a.astype(np.float32) * b.astype(np.float32)),
+    ]:
+        out = EmuArray(low(np.full(n, np.nan, np.float32)))
+        assert (out.data.ptr % 16 == 0) == (offset == 0)
+        run(f"cuda.{op}_{dt}", [a, b], [out], {})
+        np.testing.assert_array_equal(
+            out.array.view(np.uint16), want.astype(DTYPES[dt]).view(np.uint16), err_msg=op
+        )
+    out = EmuArray(low(np.full(n, np.nan, np.float32)))
+    run(f"cuda.gelu_{dt}", [a], [out], {})
+    x = a.astype(np.float64)
+    want = 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+    unit = {"bf16": 2.0**-8, "f16": 2.0**-11}[dt]
+    err = np.abs(out.array.astype(np.float64) - want) / np.maximum(np.abs(want), 1e-3)
+    assert err.max() <= unit, err.max()
