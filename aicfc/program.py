@@ -373,7 +373,9 @@ class Program:
             from aicfc.distributed import broadcast_store
 
             broadcast_store(self.store, comm, backend)
-        self._modules = tuple(m for _, m in model.named_modules())  # mode_key at every step
+        # mode_key runs at every step: only the modules that draw random numbers count, and
+        # whether one does (dropout's p > 0) is fixed when its train step is compiled
+        self._stochastic = tuple(m for _, m in model.named_modules() if m.is_stochastic())
         self._compiled: dict[tuple[Any, ...], CompiledFunction] = {}
         self._last_outputs: dict[str, Any] = {}
         self._output_shapes: dict[tuple[int, ...], tuple[int, ...]] = {}
@@ -725,7 +727,7 @@ class Program:
         return _contiguous(ya.astype(LABEL_DTYPE, copy=False), device)
 
     def _entry(self, function: str, x_shape: tuple[int, ...]) -> CompiledFunction:
-        key = (function, x_shape, mode_key(self._modules) if function == "train_step" else ())
+        key = (function, x_shape, mode_key(self._stochastic) if function == "train_step" else ())
         entry = self._compiled.get(key)
         if entry is None:
             entry = self._compile(function, x_shape)

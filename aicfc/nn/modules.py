@@ -528,7 +528,7 @@ def has_dropout(model: Module, training: bool = False) -> bool:
 
 def mode_key(modules: Iterable[Module]) -> tuple[bool, ...]:
     """The training flags of the stochastic ones of `modules` (what a train step depends
-    on); Program passes its model's modules flattened once, as this runs at every step."""
+    on); Program passes its stochastic modules, found once, as this runs at every step."""
     return tuple(m.training for m in modules if m.is_stochastic())
 
 
