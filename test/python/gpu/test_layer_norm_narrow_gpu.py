@@ -99,7 +99,9 @@ def test_gpt_steps_with_the_fold_are_bitwise_the_steps_without(precision: str) -
     def program(fold: bool) -> Program:
         aicfc.manual_seed(0)
         opt = optim.AdamW(lr=1e-3, weight_decay=0.1)
-        prog = Program(GPT(cfg), "cross_entropy", opt, CupyBackend(), precision=precision)
+        prog = Program(
+            GPT(cfg), "cross_entropy", opt, CupyBackend(), cache_dir=False, precision=precision
+        )
         if not fold:  # a test's override of the pipeline (gpu_support.per_layer's way)
             prog._steps = tuple(
                 Step(s.stage, s.passes.replace(",aicfc-fold-narrowing-casts", ""))
