@@ -24,7 +24,7 @@ from aicfc.dialects.flags import OpFlag, all_flags, op_info, static_flags
 from aicfc.dialects.params import ParamValue, properties_to_params
 from aicfc.dialects.roles import arg_role
 from aicfc.dialects.tensors import numel, tensor_bytes
-from aicfc.dialects.wide_results import OUT_DTYPE_PARAM, is_widened
+from aicfc.dialects.wide_results import OUT_DTYPE_PARAM, out_dtype
 
 
 class AicfcOp(IRDLOperation):
@@ -71,11 +71,14 @@ class AicfcOp(IRDLOperation):
         Ops whose meaning depends on the result type (reshape, broadcast_to)
         add it here, so an exec launch and the NumPy reference see one dict. An op whose
         wide results are float32 over bf16/f16 operands (dialects/wide_results.py) adds
-        out_dtype = "f32", so the kernel that runs it is one that writes them unrounded.
+        out_dtype = "f32", so the kernel that runs it is one that writes them unrounded; one
+        whose narrow results are bf16/f16 over float32 operands adds out_dtype = "bf16" or
+        "f16", so its kernel is one that rounds them as it stores them.
         """
         params = properties_to_params(self)
-        if is_widened(self):
-            params[OUT_DTYPE_PARAM] = "f32"
+        dtype = out_dtype(self)
+        if dtype is not None:
+            params[OUT_DTYPE_PARAM] = dtype
         return params
 
     def why_not_differentiable(self) -> str | None:

@@ -147,6 +147,11 @@ class OpInfo(OpTrait):
                   bf16/f16: the op accumulates in fp32 and writes that sum as float32,
                   unrounded (aicfc-fold-casts folds a widening cast into them;
                   dialects/wide_results.py).
+    narrow_results: indices of the results that may be bf16/f16 while the float operands
+                  are float32: the op computes them in float32 and rounds each to nearest
+                  even as it stores it, which is what a graph.cast of the float32 result
+                  computes (aicfc-fold-narrowing-casts folds such a cast into them;
+                  dialects/wide_results.py).
     """
 
     flags: OpFlag
@@ -154,6 +159,7 @@ class OpInfo(OpTrait):
     differentiable: bool = True
     why_not: str = ""
     wide_results: tuple[int, ...] = ()
+    narrow_results: tuple[int, ...] = ()
 
     def verify(self, op: Operation) -> None:
         return None

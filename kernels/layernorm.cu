@@ -15,6 +15,10 @@
 //   fusion): s = x + r, y = LN(s); s, y, mean and rstd are all written.
 //   ABI: (x, r [N, D], w|null, b|null, s [N, D], y, mean, rstd, int32 N, int32 D,
 //         float eps).
+// aicfc_[add_]layer_norm_f32_{bf16,f16}: the same with y stored in bf16/f16 (a narrow
+//   result, aicfc-fold-narrowing-casts): the float32 math above, each y value rounded to
+//   nearest even as it is stored (lowp.cuh aicfc::store), which is bit for bit the cast
+//   of the f32 kernel's y; x, r, w, b, s, mean and rstd stay float32. Same ABIs.
 // aicfc_layer_norm_grad_f32: dx (plus dres when given: the gradient that reaches the
 //   normalised input along the residual path, so the add of the two gradients is
 //   fused), and when the workspace is not null each block's column partials of dw and
@@ -45,6 +49,7 @@
 // Deterministic: every sum has a fixed order for given N, D and grid, and no atomics
 // are used; repeated launches are bit-identical.
 #include "common.cuh"
+#include "lowp.cuh"
 #include "rows.cuh"
 
 AICFC_EXPORT_ABI_VERSION
@@ -84,10 +89,18 @@ __device__ __forceinline__ void store(float* p, const float* v) {
   }
 }
 
-template <int VEC, bool RESIDUAL>
+// A bf16/f16 destination: each value rounded to nearest even (an f32 one takes the
+// overload above).
+template <int VEC, class T>
+__device__ __forceinline__ void store(T* p, const float* v) {
+#pragma unroll
+  for (int u = 0; u < VEC; ++u) p[u] = aicfc::store<T>(v[u]);
+}
+
+template <int VEC, bool RESIDUAL, class TY>
 __device__ void layer_norm_rows(const float* __restrict__ x, const float* __restrict__ r,
                                 const float* __restrict__ w, const float* __restrict__ b,
-                                float* __restrict__ s, float* __restrict__ y,
+                                float* __restrict__ s, TY* __restrict__ y,
                                 float* __restrict__ mean, float* __restrict__ rstd, int N, int D,
                                 float eps, float* scratch) {
   constexpr int K = kPer / VEC;
@@ -259,17 +272,17 @@ __device__ void layer_norm_grad_rows(const float* __restrict__ dy, const float* 
 }
 
 // The instance for the buffers' alignment (uniform over the grid).
-template <bool RESIDUAL>
+template <bool RESIDUAL, class TY>
 __device__ __forceinline__ void layer_norm(const float* x, const float* r, const float* w,
-                                           const float* b, float* s, float* y, float* mean,
+                                           const float* b, float* s, TY* y, float* mean,
                                            float* rstd, int N, int D, float eps) {
   using aicfc::aligned16;
   __shared__ float scratch[32];
   if (D % 4 == 0 && aligned16(x) && aligned16(r) && aligned16(w) && aligned16(b) &&
       aligned16(s) && aligned16(y))
-    layer_norm_rows<4, RESIDUAL>(x, r, w, b, s, y, mean, rstd, N, D, eps, scratch);
+    layer_norm_rows<4, RESIDUAL, TY>(x, r, w, b, s, y, mean, rstd, N, D, eps, scratch);
   else
-    layer_norm_rows<1, RESIDUAL>(x, r, w, b, s, y, mean, rstd, N, D, eps, scratch);
+    layer_norm_rows<1, RESIDUAL, TY>(x, r, w, b, s, y, mean, rstd, N, D, eps, scratch);
 }
 
 }  // namespace
@@ -287,6 +300,23 @@ extern "C" __global__ void __launch_bounds__(kMaxThreads, 2)
                              float eps) {
   layer_norm<true>(x, r, w, b, s, y, mean, rstd, N, D, eps);
 }
+
+// y in bf16/f16 (a narrow result); the grid and block of the f32 kernels.
+#define AICFC_LAYER_NORM_NARROW(NAME, T)                                                       \
+  extern "C" __global__ void __launch_bounds__(kMaxThreads, 2)                                 \
+      aicfc_layer_norm_f32_##NAME(const float* x, const float* w, const float* b, T* y,        \
+                                  float* mean, float* rstd, int32_t N, int32_t D, float eps) { \
+    layer_norm<false>(x, nullptr, w, b, nullptr, y, mean, rstd, N, D, eps);                    \
+  }                                                                                            \
+  extern "C" __global__ void __launch_bounds__(kMaxThreads, 2)                                 \
+      aicfc_add_layer_norm_f32_##NAME(const float* x, const float* r, const float* w,          \
+                                      const float* b, float* s, T* y, float* mean,             \
+                                      float* rstd, int32_t N, int32_t D, float eps) {          \
+    layer_norm<true>(x, r, w, b, s, y, mean, rstd, N, D, eps);                                 \
+  }
+AICFC_LAYER_NORM_NARROW(bf16, aicfc::bf16)
+AICFC_LAYER_NORM_NARROW(f16, aicfc::f16)
+#undef AICFC_LAYER_NORM_NARROW
 
 // Grid: min(ceil(N / blockDim.y), 2 x multiprocessors); block (team(D), 256 / team).
 extern "C" __global__ void __launch_bounds__(kMaxThreads)

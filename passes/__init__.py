@@ -26,6 +26,7 @@ PASS_CLASSES: dict[str, str] = {
     "aicfc-fold-constants": "AicfcFoldConstantsPass",
     "aicfc-autocast": "AicfcAutocastPass",
     "aicfc-fold-casts": "AicfcFoldCastsPass",
+    "aicfc-fold-narrowing-casts": "AicfcFoldNarrowingCastsPass",
     "aicfc-loss-scale": "AicfcLossScalePass",
     "aicfc-fold-weight-casts": "AicfcFoldWeightCastsPass",
     "aicfc-data-parallel": "AicfcDataParallelPass",

@@ -111,25 +111,37 @@ class FoldWideningCast(RewritePattern):
         b = _bias_index(producer)
         if b is not None:
             operands[b] = _wide_bias(operands[b], wide, producer, rewriter)
-        types = [r.type for r in producer.results]
-        types[index] = op.result.type  # the sum's shape in f32
-        new = type(producer).create(
-            operands=operands,
-            result_types=types,
-            properties=dict(producer.properties),
-            attributes=dict(producer.attributes),
-        )
-        copy_location(producer, new)
-        rewriter.insert(new, InsertPoint.before(producer))
-        for old, res in zip(producer.results, new.results, strict=True):
-            res.name_hint = old.name_hint
-        op.result.replace_all_uses_with(new.results[index])
-        if op.result.name_hint:
-            new.results[index].name_hint = op.result.name_hint
-        rewriter.erase(op)
-        for old, res in zip(producer.results, new.results, strict=True):
-            old.replace_all_uses_with(res)
-        rewriter.erase(producer)
+        fold_into(op, producer, index, operands, rewriter)
+
+
+def fold_into(
+    cast: CastOp,
+    producer: Operation,
+    index: int,
+    operands: list[SSAValue],
+    rewriter: PatternRewriter,
+) -> None:
+    """Replace `producer` by a copy with `operands` whose result #`index` has the type of
+    `cast`'s result and stands for it (its uses, its name); erases both."""
+    types = [r.type for r in producer.results]
+    types[index] = cast.result.type
+    new = type(producer).create(
+        operands=operands,
+        result_types=types,
+        properties=dict(producer.properties),
+        attributes=dict(producer.attributes),
+    )
+    copy_location(producer, new)
+    rewriter.insert(new, InsertPoint.before(producer))
+    for old, res in zip(producer.results, new.results, strict=True):
+        res.name_hint = old.name_hint
+    cast.result.replace_all_uses_with(new.results[index])
+    if cast.result.name_hint:
+        new.results[index].name_hint = cast.result.name_hint
+    rewriter.erase(cast)
+    for old, res in zip(producer.results, new.results, strict=True):
+        old.replace_all_uses_with(res)
+    rewriter.erase(producer)
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,10 @@ stage "graph".
     backward       aicfc-expand-backward: autodiff.backward replaced by VJP ops
     fused-backward aicfc-fuse again: act_grad + bias-grad reduce become autodiff.epilogue_grad,
                    and a product feeding one autodiff.gemm_epilogue_grad; with autocast also
-                   aicfc-fold-casts (a product's or reduction's sum cast to f32 is written
-                   as f32 by the op itself: the gradients, the logits)
+                   aicfc-fold-casts (bf16 only: a product's or reduction's sum cast to f32
+                   is written as f32 by the op itself: the gradients, the logits) and
+                   aicfc-fold-narrowing-casts (bf16 and fp16: a layer norm's output cast
+                   to the low dtype is stored in it by the layer norm, bit for bit)
     canonical      xDSL's canonicalize, aicfc-fold-constants and cse (constants folded,
                    duplicate constants and products merged)
     fused-step     aicfc-fuse-train-step, only when asked (fuse_train_step=True): a small
@@ -98,6 +100,8 @@ def train_pipeline(
     # bf16 only: fp16's loss scaling detects overflow in the products' fp16 results (as
     # torch's GradScaler sees them), which an f32 result would hide
     fold = ",aicfc-fold-casts" if autocast == "bf16" else ""
+    # both: a narrow result stores the bits its cast wrote (fp16's overflows included)
+    fold += ",aicfc-fold-narrowing-casts" if autocast else ""
     copies = (Step("weight-copies", "aicfc-fold-weight-casts"),) if autocast else ()
     return (
         Step("fused", "aicfc-fuse"),

@@ -41,7 +41,7 @@ from aicfc.dialects import graph as g
 from aicfc.dialects.activation_table import FACTS as ACTIVATION_ROWS
 from aicfc.dialects.activation_table import Saved
 from aicfc.dialects.graph import ACTIVATIONS, Activation
-from aicfc.dialects.wide_results import OUT_DTYPE_PARAM, wide_results
+from aicfc.dialects.wide_results import OUT_DTYPE_PARAM, narrow_results, wide_results
 from aicfc.runtime.reference_optim import (
     accumulate_grad,
     accumulation_step,
@@ -663,17 +663,27 @@ def mlp_train_step(
 # --- the table: op class -> reference ------------------------------------------
 
 
-def fp32_inside(fn: RefFn, wide_results: tuple[int, ...] = ()) -> RefFn:
+def fp32_inside(
+    fn: RefFn, wide_results: tuple[int, ...] = (), narrow_results: tuple[int, ...] = ()
+) -> RefFn:
     """`fn` with low-precision operands (LOW_PRECISION) read as float32 and its float32
     results rounded back to the first such operand's dtype: fp32 math inside, low-precision
     storage outside, as the GPU kernels compute. Other dtypes pass through unchanged.
 
     With the param out_dtype = "f32" (a widened op, dialects/wide_results.py), the results
-    at `wide_results` (the op class's OpInfo) stay the unrounded float32 values."""
+    at `wide_results` (the op class's OpInfo) stay the unrounded float32 values; with
+    out_dtype = "bf16" or "f16" (a narrowed op over float32 operands), the results at
+    `narrow_results` are rounded to it (`cast`: to nearest even), as its kernel stores them."""
 
     @functools.wraps(fn)
     def run(*arrays: Array | None, **params: object) -> tuple[Array, ...]:
-        keep = wide_results if params.pop(OUT_DTYPE_PARAM, None) == "f32" else ()
+        out = params.pop(OUT_DTYPE_PARAM, None)
+        keep = wide_results if out == "f32" else ()
+        if out in ("bf16", "f16"):
+            outs = fn(*arrays, **params)
+            return tuple(
+                cast(o, dtype=str(out))[0] if i in narrow_results else o for i, o in enumerate(outs)
+            )
         low = next((a.dtype for a in arrays if a is not None and a.dtype in LOW_PRECISION), None)
         if low is None:
             return fn(*arrays, **params)
@@ -747,7 +757,7 @@ _TABLE: dict[type[Operation], RefFn] = {
 
 REFERENCE: dict[type[Operation], RefFn] = {
     g.CastOp: cast,
-    **{cls: fp32_inside(fn, wide_results(cls)) for cls, fn in _TABLE.items()},
+    **{cls: fp32_inside(fn, wide_results(cls), narrow_results(cls)) for cls, fn in _TABLE.items()},
 }
 """Reference semantics of every executable op, keyed by op class. graph.constant is data (its
 value attribute) and autodiff.backward must be expanded first; neither is here."""

@@ -50,11 +50,14 @@ PARAM_DEFAULTS: dict[str, object] = {
 }
 """Values of kernel parameters that `kernel_params()` omits when at their default
 (out_dtype "operands": results in the operands' dtype; "f32" for a widened product or
-reduction, dialects/wide_results.py)."""
+reduction, "bf16"/"f16" for a narrowed layer norm, dialects/wide_results.py)."""
 
 WIDENS = (("out_dtype", ("operands", "f32")),)
 """param_values of a kernel that also writes the wide results in float32 (out_dtype "f32");
 a kernel whose constraints do not name out_dtype is refused for a widened op (selector)."""
+NARROWS = (("out_dtype", ("operands", "bf16", "f16")),)
+"""param_values of a kernel that also stores the narrow results in bf16/f16 over float32
+operands (out_dtype "bf16" or "f16", dialects/wide_results.py)."""
 
 ParamScalar = int | float | bool | str | tuple[int, ...]
 
@@ -285,8 +288,8 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("graph.split", _NUMBERS, Constraints()),
     ("graph.concat", _NUMBERS, Constraints()),
     ("graph.embedding", _FLOATS, Constraints(operand_dtypes=_INT_IDS)),
-    ("graph.layer_norm", _FLOATS, Constraints()),
-    ("graph.add_layer_norm", _FLOATS, Constraints()),
+    ("graph.layer_norm", _FLOATS, Constraints(param_values=NARROWS)),
+    ("graph.add_layer_norm", _FLOATS, Constraints(param_values=NARROWS)),
     ("graph.causal_mask", _FLOATS, Constraints()),
     ("graph.scaled_dot_product_attention", _FLOATS, Constraints(operand_dtypes=_I64_OFFSET)),
     ("graph.packed_qkv_attention", _FLOATS, Constraints(operand_dtypes=((1, ("i64",)),))),

@@ -1,6 +1,7 @@
 """The CUDA kernels of a transformer, as plain data (joined by runtime/registry_cuda.py).
 
-Layer norm (and its add-fused form) with its gradient, the embedding and its gradient
+Layer norm (and its add-fused form, each also with its output stored in bf16/f16) with
+its gradient, the embedding and its gradient
 (chunked, then combined), scaled dot-product attention (attention.cu's tiled kernels for
 head dims 32, 64 and 128; attention_rows.cu's for any head dim up to 128) and the packed
 form that reads the heads of one qkv [N, T, 3D] in place, each with its gradient, and the
@@ -13,6 +14,8 @@ Imports nothing but the registry's dataclasses (a launcher is named, never impor
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from aicfc.runtime.registry import F32, Constraints, KernelSpec
 from aicfc.runtime.registry import cuda_kernel as _k
@@ -56,6 +59,27 @@ _LAYER_NORM = [
     _k("layer_norm_param_grad_f32", "autodiff.layer_norm_grad", "layernorm.cu",
        "aicfc_layer_norm_param_grad_f32", (("blocks", "int32_t"), ("D", "int32_t")),
        flags=_AUX, launcher="launch_layer_norm_grad"),
+]  # fmt: skip
+
+# Layer norm with y stored in bf16/f16 over float32 operands (a narrow result,
+# aicfc-fold-narrowing-casts; out_dtype names y's dtype): the f32 kernels' math and
+# launch geometry, y rounded to nearest even as it is stored. graph.layer_norm's result #0
+# is y (the entry's dtype); graph.add_layer_norm's is the f32 sum.
+_LAYER_NORM_NARROW = [
+    spec
+    for low in ("bf16", "f16")
+    for spec in (
+        _k(f"layer_norm_f32_{low}", "graph.layer_norm", "layernorm.cu",
+           f"aicfc_layer_norm_f32_{low}", _LN_ABI, (low,),
+           constraints=replace(
+               _LN, operand_dtypes=((0, ("f32",)),), param_values=(("out_dtype", (low,)),)
+           ),
+           launcher="launch_layer_norm"),
+        _k(f"add_layer_norm_f32_{low}", "graph.add_layer_norm", "layernorm.cu",
+           f"aicfc_add_layer_norm_f32_{low}", _LN_ABI,
+           constraints=replace(_LN, param_values=(("out_dtype", (low,)),)), flags=("fused",),
+           launcher="launch_add_layer_norm"),
+    )
 ]  # fmt: skip
 
 _EMBEDDING = (
@@ -203,6 +227,7 @@ _MANY_CLASSES = [
 
 TRANSFORMER_KERNELS: tuple[KernelSpec, ...] = (
     *_LAYER_NORM,
+    *_LAYER_NORM_NARROW,
     *_EMBEDDING,
     *_ATTENTION,
     *_PACKED_ATTENTION,

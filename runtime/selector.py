@@ -443,8 +443,11 @@ class AutotuneCache:
     @staticmethod
     def key(problem: Problem, device: str) -> str:
         dtype = problem.dtype
-        if problem.param("out_dtype") != PARAM_DEFAULTS["out_dtype"] and problem.input_dtypes:
-            dtype = f"{problem.input_dtypes[0]}->{dtype}"  # a widened op: its own entries
+        out = problem.param("out_dtype")
+        if out != PARAM_DEFAULTS["out_dtype"] and problem.input_dtypes:
+            # a widened op ("bf16->f32", result #0's dtype) or a narrowed one ("f32->bf16",
+            # its narrow results' dtype): entries of their own
+            dtype = f"{problem.input_dtypes[0]}->{dtype if out == 'f32' else out}"
         return f"{problem.op}|{shape_bucket(problem)}|{dtype}|{device}"
 
     def lookup(self, problem: Problem, device: str) -> str | None:

@@ -42,6 +42,7 @@ from aicfc.dialects.checks import verify_layer_norm
 from aicfc.dialects.flags import OpFlag, OpInfo
 from aicfc.dialects.graph.base import GraphOp, statistics_used
 from aicfc.dialects.tensors import numel, ranked, require_result, tensor
+from aicfc.dialects.wide_results import out_dtype, result_element
 
 F = OpFlag
 
@@ -51,6 +52,10 @@ DEFAULT_EPS = 1e-5
 STATISTICS_NOT_DIFFERENTIABLE = (
     "its mean and rstd results are statistics saved for the backward; differentiating "
     "through them is not supported"
+)
+NARROWED_NOT_DIFFERENTIABLE = (
+    "its y is stored in bf16/f16 over an f32 input (aicfc-fold-narrowing-casts, which runs "
+    "after differentiation); differentiate the f32 layer norm and its cast instead"
 )
 
 
@@ -71,7 +76,8 @@ class LayerNormBase(GraphOp):
 
     def verify_normalized(self) -> TensorType[Attribute]:
         """Check the operands (checks.verify_layer_norm) and the results y [..., D], mean
-        and rstd [...] (the last three of both ops); returns x's type."""
+        and rstd [...] (the last three of both ops; y in x's dtype, or bf16/f16 over an
+        f32 x: a narrow result, dialects/wide_results.py); returns x's type."""
         t, stats = verify_layer_norm(
             self.name,
             self.input,  # type: ignore[attr-defined]
@@ -80,7 +86,8 @@ class LayerNormBase(GraphOp):
             self.eps_value,
         )
         y, mean, rstd = self.results[-3:]
-        require_result(self.name, y.type, t)
+        yt = tensor(t.get_shape(), result_element(self, len(self.results) - 3, t.element_type))
+        require_result(self.name, y.type, yt)
         require_result(self.name, mean.type, stats)
         require_result(self.name, rstd.type, stats)
         return t
@@ -88,6 +95,8 @@ class LayerNormBase(GraphOp):
     def why_not_differentiable(self) -> str | None:
         if statistics_used((self.mean, self.rstd)):  # type: ignore[attr-defined]
             return STATISTICS_NOT_DIFFERENTIABLE
+        if out_dtype(self) is not None:
+            return NARROWED_NOT_DIFFERENTIABLE
         return super().why_not_differentiable()
 
 
@@ -97,7 +106,8 @@ class LayerNormOp(LayerNormBase):
 
     x [..., D] float; weight [D] and bias [D] optional (a bias only with a weight);
     results y [..., D] and the statistics mean [...] and rstd [...] = 1 / sqrt(var + eps)
-    (biased variance), in x's dtype.
+    (biased variance), in x's dtype; over an f32 x, y may be bf16/f16 (a narrow result:
+    float32 math, y rounded to nearest even as it is stored; aicfc-fold-narrowing-casts).
 
     ```mlir
     %y, %m, %r = graph.layer_norm %x weight %w eps = 1.000000e-05
@@ -115,7 +125,11 @@ class LayerNormOp(LayerNormBase):
     rstd = result_def(TensorType)
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     traits = traits_def(
-        Pure(), OpInfo(F.IS_NORMALIZATION | F.IS_REDUCTION | F.HAS_PARAM | F.COLLAPSES_INFO)
+        Pure(),
+        OpInfo(
+            F.IS_NORMALIZATION | F.IS_REDUCTION | F.HAS_PARAM | F.COLLAPSES_INFO,
+            narrow_results=(0,),
+        ),
     )
     assembly_format = (
         "$input (`weight` $weight^)? (`bias` $bias^)? `eps` `=` $eps attr-dict `:` "
@@ -153,7 +167,8 @@ class AddLayerNormOp(LayerNormBase):
     aicfc-fuse forms it from graph.add -> graph.layer_norm where the sum has other users
     (the residual stream of a pre-LN transformer block): it is a result, so they read it
     here, and one kernel (kernels/layernorm.cu aicfc_add_layer_norm_f32) reads x and the
-    residual once. Results: sum [..., D], y [..., D], mean [...], rstd [...].
+    residual once. Results: sum [..., D], y [..., D], mean [...], rstd [...], in x's dtype
+    (y may be bf16/f16 over an f32 x, as graph.layer_norm's).
 
     ```mlir
     %s, %y, %m, %r = graph.add_layer_norm %x, %res weight %w bias %b eps = 1.000000e-05
@@ -175,7 +190,10 @@ class AddLayerNormOp(LayerNormBase):
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     traits = traits_def(
         Pure(),
-        OpInfo(F.IS_NORMALIZATION | F.IS_REDUCTION | F.IS_FUSED | F.HAS_PARAM | F.COLLAPSES_INFO),
+        OpInfo(
+            F.IS_NORMALIZATION | F.IS_REDUCTION | F.IS_FUSED | F.HAS_PARAM | F.COLLAPSES_INFO,
+            narrow_results=(1,),
+        ),
     )
     assembly_format = (
         "$input `,` $residual (`weight` $weight^)? (`bias` $bias^)? `eps` `=` $eps attr-dict "

@@ -446,6 +446,23 @@ func.func @matmul_bf16_to_f16(%a: tensor<4x4xbf16>) {
 
 // -----
 
+// A narrow result (dialects/wide_results.py): a layer norm's y in bf16/f16 over f32 only.
+func.func @layer_norm_narrow_from_bf16(%x: tensor<8x16xbf16>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.layer_norm: result #0 has element type f16; expected bf16 (the operands' dtype), or bf16/f16 when the operands are f32 (the float32 result rounded to nearest even as it is stored)
+  %y, %m, %r = graph.layer_norm %x eps = 1.0e-05 : tensor<8x16xbf16> -> (tensor<8x16xf16>, tensor<8xbf16>, tensor<8xbf16>)
+  func.return
+}
+
+// -----
+
+func.func @add_layer_norm_narrow_to_f64(%x: tensor<8x16xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.add_layer_norm: result #1 has element type f64; expected f32 (the operands' dtype), or bf16/f16 when the operands are f32 (the float32 result rounded to nearest even as it is stored)
+  %s, %y, %m, %r = graph.add_layer_norm %x, %x eps = 1.0e-05 : tensor<8x16xf32>, tensor<8x16xf32> -> (tensor<8x16xf32>, tensor<8x16xf64>, tensor<8xf32>, tensor<8xf32>)
+  func.return
+}
+
+// -----
+
 func.func @gemm_epilogue_wide_low_bias(%a: tensor<4x4xbf16>, %b: tensor<4xbf16>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.gemm_epilogue: bias has element type bf16 but result has f32; they must match
   %c = graph.gemm_epilogue %a, %a bias %b : (tensor<4x4xbf16>, tensor<4x4xbf16>, tensor<4xbf16>) -> tensor<4x4xf32>

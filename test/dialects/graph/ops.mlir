@@ -229,6 +229,9 @@ func.func @layer_norm(%x: tensor<2x8x16xf32>, %r: tensor<2x8x16xf32>, %w: tensor
   %s, %y3, %m3, %rs3 = graph.add_layer_norm %x, %r weight %w bias %b eps = 1.0e-05 : tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32> -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>)
   // CHECK-NEXT: %s4, %y4, %m4, %rs4 = graph.add_layer_norm %x, %r eps = 1.000000e-05 : tensor<2x8x16xf32>, tensor<2x8x16xf32> -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>)
   %s4, %y4, %m4, %rs4 = graph.add_layer_norm %x, %r eps = 1.0e-05 : tensor<2x8x16xf32>, tensor<2x8x16xf32> -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>)
+  // a narrow y (bf16 over f32, aicfc-fold-narrowing-casts)
+  // CHECK-NEXT: %s5, %y5, %m5, %rs5 = graph.add_layer_norm %x, %r eps = 1.000000e-05 : tensor<2x8x16xf32>, tensor<2x8x16xf32> -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<2x8xf32>, tensor<2x8xf32>)
+  %s5, %y5, %m5, %rs5 = graph.add_layer_norm %x, %r eps = 1.0e-05 : tensor<2x8x16xf32>, tensor<2x8x16xf32> -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<2x8xf32>, tensor<2x8xf32>)
   // CHECK-NEXT: func.return
   func.return
 // CHECK-NEXT: }

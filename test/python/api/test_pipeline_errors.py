@@ -19,10 +19,11 @@ CASES = [
         "aicfc-fsue",
         "unknown pass 'aicfc-fsue'; did you mean 'aicfc-fuse'? available: aicfc-analyze, "
         "aicfc-autocast, aicfc-data-parallel, aicfc-expand-backward, aicfc-fold-casts, "
-        "aicfc-fold-constants, aicfc-fold-inplace, aicfc-fold-linear, aicfc-fold-weight-casts, "
-        "aicfc-fuse, aicfc-fuse-train-step, aicfc-hoist-updates, aicfc-loss-scale, "
-        "aicfc-lower-exec, aicfc-plan-memory, aicfc-train-pipeline and xDSL's (canonicalize, "
-        "cse, dce); see docs/passes.md",
+        "aicfc-fold-constants, aicfc-fold-inplace, aicfc-fold-linear, "
+        "aicfc-fold-narrowing-casts, aicfc-fold-weight-casts, aicfc-fuse, "
+        "aicfc-fuse-train-step, aicfc-hoist-updates, aicfc-loss-scale, aicfc-lower-exec, "
+        "aicfc-plan-memory, aicfc-train-pipeline and xDSL's (canonicalize, cse, dce); see "
+        "docs/passes.md",
     ),
     (
         "aicfc-fuse{bogus=1}",

@@ -49,6 +49,7 @@ AICFC_PASSES = [
     "aicfc-fold-constants",
     "aicfc-fold-inplace",
     "aicfc-fold-linear",
+    "aicfc-fold-narrowing-casts",
     "aicfc-fold-weight-casts",
     "aicfc-fuse",
     "aicfc-fuse-train-step",
