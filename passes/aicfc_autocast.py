@@ -21,13 +21,13 @@ The policy follows PyTorch's autocast op lists (torch.amp, "CUDA Ops that can
 autocast to float16/bfloat16" and "... to float32"); docs/passes.md writes it down:
 
     LOWER   every f32 float operand cast to the low dtype: matmul, gemm_epilogue
-            (torch: mm, matmul, linear, addmm, bmm)
+            (torch: mm, matmul, linear, addmm, bmm), and packed_qkv_attention (torch:
+            scaled_dot_product_attention), whose lse stays float32 (`F32_RESULTS`: the
+            row statistics its backward reads, as kernels/attention_mma.cu writes them)
     FP32    every low float operand cast to f32: softmax, reduce_sum, cross_entropy,
             mse_loss, layer_norm, add_layer_norm (torch: softmax, sum, nll_loss,
-            mse_loss, layer_norm), and scaled_dot_product_attention and
-            packed_qkv_attention (torch lists attention as lower; ours stays f32
-            until a low-precision attention kernel keeps an f32 log-sum-exp for its
-            backward)
+            mse_loss, layer_norm), and scaled_dot_product_attention (torch lists it as
+            lower; ours has no low-precision kernel of the unpacked form yet)
     FOLLOW  float operands cast to operand 0's dtype: bias_add (the bias of torch's
             linear is cast with its product)
     PROMOTE (every other graph op) the widest float operand dtype (torch's type
@@ -40,7 +40,7 @@ they are, and an op with an f64 operand is skipped.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.context import Context
 from xdsl.dialects import builtin, func
@@ -49,9 +49,15 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from aicfc.dialects import graph as g
+from aicfc.dialects.base import AicfcOp
 from aicfc.dialects.diagnostics import copy_location
 from aicfc.dialects.graph import CastOp, GraphOp
 from aicfc.dialects.tensors import is_float, itemsize, tensor
+from aicfc.dialects.wide_results import OUT_DTYPE_PARAM
+from aicfc.passes.aicfc_lower_exec import problem_of
+from aicfc.runtime import backend_names
+from aicfc.runtime.registry import candidates
+from aicfc.runtime.selector import DEFAULT_CAPABILITY, refusal
 
 LOW_DTYPES: dict[str, Attribute] = {"bf16": BFloat16Type(), "fp16": Float16Type()}
 """The values of the dtype option and their element types."""
@@ -80,9 +86,20 @@ AUTOCAST_POLICY: dict[type[Operation], Policy] = {
     g.LayerNormOp: Policy.FP32,
     g.AddLayerNormOp: Policy.FP32,
     g.ScaledDotProductAttentionOp: Policy.FP32,
-    g.PackedQKVAttentionOp: Policy.FP32,
+    g.PackedQKVAttentionOp: Policy.LOWER,
 }
 """Op class -> policy; a graph op not listed here is PROMOTE."""
+
+F32_RESULTS: dict[type[Operation], tuple[int, ...]] = {
+    g.PackedQKVAttentionOp: (1,),
+}
+"""Op class -> the indices of the float results that stay float32 when the op computes in
+the low dtype (statistics its backward reads: packed attention's log-sum-exp)."""
+
+LOWER_WHERE_KERNEL: frozenset[type[Operation]] = frozenset({g.PackedQKVAttentionOp})
+"""LOWER ops that lower only where a low-precision CUDA kernel of the registry takes them
+(packed attention: attention_mma.cu's head dims, no dropout); elsewhere they stay FP32,
+where the float32 kernels take any head dim and dropout."""
 
 _F32 = Float32Type()
 
@@ -127,8 +144,34 @@ class _Casts:
         return self.made[key]
 
 
-def _compute_dtype(policy: Policy, dtypes: list[Attribute], low: Attribute) -> Attribute:
+def _low_kernel_takes(op: Operation, low: Attribute) -> bool:
+    """True when a CUDA kernel of the registry takes `op` computed in `low` (its float32
+    operands in `low`, its F32_RESULTS float32: a widened op, out_dtype "f32")."""
+    assert isinstance(op, AicfcOp)
+    f32, name = str(_F32), str(low)
+    problem = problem_of(op)
+    problem = replace(
+        problem,
+        dtype=name if problem.dtype == f32 else problem.dtype,
+        input_dtypes=tuple(name if d == f32 else d for d in problem.input_dtypes),
+        params={**problem.params, OUT_DTYPE_PARAM: "f32"} if op_f32_results(op) else problem.params,
+    )
+    family = backend_names.BACKEND_KERNEL_FAMILY["cupy"]
+    capability = DEFAULT_CAPABILITY[family]
+    return any(refusal(s, problem, capability) is None for s in candidates(op.name, family))
+
+
+def op_f32_results(op: Operation) -> tuple[int, ...]:
+    """The results of `op` that stay float32 when it computes in the low dtype."""
+    return F32_RESULTS.get(type(op), ())
+
+
+def _compute_dtype(
+    op: Operation, policy: Policy, dtypes: list[Attribute], low: Attribute
+) -> Attribute:
     if policy == Policy.LOWER:
+        if type(op) in LOWER_WHERE_KERNEL and not _low_kernel_takes(op, low):
+            return _F32
         return low
     if policy == Policy.FP32:
         return _F32
@@ -137,15 +180,22 @@ def _compute_dtype(policy: Policy, dtypes: list[Attribute], low: Attribute) -> A
     return max(dtypes, key=itemsize)
 
 
-def _retype(op: Operation, operands: list[SSAValue], dtype: Attribute) -> Operation:
-    """A copy of `op` on `operands` whose float results have element type `dtype`."""
+def _result_types(op: Operation, dtype: Attribute) -> list[Attribute]:
+    """The types of `op`'s results when it computes in `dtype`: float results in `dtype`
+    (float32 at the op's F32_RESULTS), the others as they are."""
+    keep = op_f32_results(op) if dtype != _F32 else ()
     results: list[Attribute] = []
-    for r in op.results:
+    for i, r in enumerate(op.results):
         t = r.type
         if isinstance(t, TensorType) and is_float(t.element_type):
-            results.append(tensor(t.get_shape(), dtype))
+            results.append(tensor(t.get_shape(), _F32 if i in keep else dtype))
         else:
             results.append(t)
+    return results
+
+
+def _retype(op: Operation, operands: list[SSAValue], results: list[Attribute]) -> Operation:
+    """A copy of `op` on `operands` with result types `results`."""
     new = type(op).create(
         operands=operands,
         result_types=results,
@@ -170,11 +220,12 @@ def autocast_block(block: Block, low: Attribute) -> None:
         dtypes = [d for d in map(_element, op.operands) if d is not None]
         if not dtypes or any(d not in (_F32, low) for d in dtypes):
             continue  # no float operand, or f64 / another low dtype: not ours
-        dtype = _compute_dtype(policy, dtypes, low)
+        dtype = _compute_dtype(op, policy, dtypes, low)
         operands = [casts.to(v, dtype, op) for v in op.operands]
-        if operands == list(op.operands) and all(_element(r) in (None, dtype) for r in op.results):
+        results = _result_types(op, dtype)
+        if operands == list(op.operands) and results == [r.type for r in op.results]:
             continue
-        new = _retype(op, operands, dtype)
+        new = _retype(op, operands, results)
         block.insert_op_before(new, op)
         for old, res in zip(op.results, new.results, strict=True):
             res.name_hint = old.name_hint

@@ -292,7 +292,11 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ("graph.add_layer_norm", _FLOATS, Constraints(param_values=NARROWS)),
     ("graph.causal_mask", _FLOATS, Constraints()),
     ("graph.scaled_dot_product_attention", _FLOATS, Constraints(operand_dtypes=_I64_OFFSET)),
-    ("graph.packed_qkv_attention", _FLOATS, Constraints(operand_dtypes=((1, ("i64",)),))),
+    (
+        "graph.packed_qkv_attention",
+        _FLOATS,
+        Constraints(operand_dtypes=((1, ("i64",)),), param_values=WIDENS),  # f32 lse: wide
+    ),
     *((f.grad_op, _FLOATS, Constraints()) for f in ACTIVATION_FACTS),
     ("autodiff.softmax_grad", _FLOATS, Constraints()),
     ("autodiff.cross_entropy_grad", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),

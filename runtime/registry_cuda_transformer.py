@@ -206,6 +206,53 @@ _PACKED_ATTENTION = (
     ]
 )  # fmt: skip
 
+# graph.packed_qkv_attention on tensor cores (attention_mma.cu): bf16 / f16 qkv, out, dout and
+# dqkv, the lse and D float32 (the forward's lse a wide result: out_dtype "f32"). No
+# dropout: p > 0 has no low-precision entry (the f32 rows above run it).
+PACKED_ATTENTION_MMA_DTYPES = ("bf16", "f16")
+"""Storage dtypes of attention_mma.cu's packed attention kernels."""
+_MMA_ONLY = (("dropout_p", (0.0,)),)
+_PACKED_ATTENTION_MMA = [
+    KernelSpec(
+        name=f"cuda.packed_qkv_attention{grad}_{dt}_d{d}",
+        op=op,
+        family="cuda",
+        dtypes=(dt,),
+        constraints=Constraints(
+            packed_head_dim_range=((qkv, d, d),),
+            operand_dtypes=((off, ("i64",)),) + (((3, ("f32",)),) if grad else ()),
+            param_values=_MMA_ONLY + ((("out_dtype", ("f32",)),) if not grad else ()),
+            min_arch=80,  # mma.sync m16n8k16 bf16 / f16
+        ),
+        flags=frozenset({"fused", "workspace"} if grad else {"fused"}),
+        abi=_PACKED_ABI,
+        source="attention_mma.cu",
+        symbol=f"aicfc_attention_{'bwd' if grad else 'fwd'}_packed_{dt}_d{d}",
+        launcher=f"attention_mma:launch_packed_attention{grad}",
+        priority=1,
+    )
+    for grad, op, qkv, off in (
+        ("", "graph.packed_qkv_attention", 0, 1),
+        ("_grad", "autodiff.packed_qkv_attention_grad", 1, 4),
+    )
+    for dt in PACKED_ATTENTION_MMA_DTYPES
+    for d in ATTENTION_HEAD_DIMS
+] + [
+    KernelSpec(
+        name=f"cuda.attention_bwd_delta_packed_{dt}",
+        op="autodiff.packed_qkv_attention_grad",
+        family="cuda",
+        dtypes=(dt,),
+        constraints=Constraints(),
+        flags=frozenset(_AUX),
+        abi=(("rows", "int32_t"), ("d", "int32_t"), ("H", "int32_t"), ("T", "int32_t")),
+        source="attention_mma.cu",
+        symbol=f"aicfc_attention_bwd_delta_packed_{dt}",
+        launcher="attention_mma:launch_packed_attention_grad",
+    )
+    for dt in PACKED_ATTENTION_MMA_DTYPES
+]  # fmt: skip
+
 _MANY_CLASSES = [
     KernelSpec(
         name=f"cuda.softmax_cross_entropy_f32_{lt}",
@@ -231,6 +278,7 @@ TRANSFORMER_KERNELS: tuple[KernelSpec, ...] = (
     *_EMBEDDING,
     *_ATTENTION,
     *_PACKED_ATTENTION,
+    *_PACKED_ATTENTION_MMA,
     *_MANY_CLASSES,
 )
 """The transformer's CUDA kernels; runtime/registry_cuda.py's KERNELS includes them."""

@@ -19,7 +19,12 @@ from xdsl.utils.exceptions import VerifyException
 
 from aicfc.dialects.checks import verify_attention
 from aicfc.dialects.flags import OpFlag, OpInfo
-from aicfc.dialects.graph.attention import AttentionBase, PackedHeadsBase, verify_packed_qkv
+from aicfc.dialects.graph.attention import (
+    AttentionBase,
+    PackedHeadsBase,
+    lse_types,
+    verify_packed_qkv,
+)
 from aicfc.dialects.tensors import ranked, require_result
 
 F = OpFlag
@@ -180,6 +185,9 @@ class PackedQKVAttentionGradOp(PackedHeadsBase, AttentionGradBase):
         for what, v in (("grad", self.grad), ("out", self.out)):
             if ranked(self.name, what, v) != out:
                 raise VerifyException(f"{self.name}: {what} must be {out}, got {v.type}")
-        if ranked(self.name, "lse", self.lse) != lse:
-            raise VerifyException(f"{self.name}: lse must be {lse}, got {self.lse.type}")
+        allowed = lse_types(lse)
+        if ranked(self.name, "lse", self.lse) not in allowed:
+            raise VerifyException(
+                f"{self.name}: lse must be {' or '.join(map(str, allowed))}, got {self.lse.type}"
+            )
         require_result(self.name, self.grad_qkv.type, ranked(self.name, "qkv", self.qkv))

@@ -32,6 +32,7 @@ from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     I64,
+    Float32Type,
     Float64Type,
     FloatAttr,
     IntegerAttr,
@@ -60,6 +61,7 @@ from aicfc.dialects.flags import OUT0_IN0, OpFlag, OpInfo
 from aicfc.dialects.graph.base import GraphOp, statistics_used, unit_flag
 from aicfc.dialects.params import ParamValue
 from aicfc.dialects.tensors import fmt_shape, numel, ranked, require_float, require_result, tensor
+from aicfc.dialects.wide_results import WIDE_FROM, result_element
 
 F = OpFlag
 
@@ -302,7 +304,7 @@ class PackedQKVAttentionOp(PackedHeadsBase, AttentionForwardBase):
     lse = result_def(TensorType)
     traits = traits_def(
         Pure(),
-        OpInfo(F.IS_FUSED | F.IS_REDUCTION | F.COLLAPSES_INFO | F.IS_STOCHASTIC),
+        OpInfo(F.IS_FUSED | F.IS_REDUCTION | F.COLLAPSES_INFO | F.IS_STOCHASTIC, wide_results=(1,)),
     )
     assembly_format = (
         "$qkv (`offset` $offset^)? `heads` `=` $num_heads (`causal` $causal^)? `scale` `=` "
@@ -337,14 +339,19 @@ class PackedQKVAttentionOp(PackedHeadsBase, AttentionForwardBase):
         out, lse = verify_packed_qkv(self.name, self.qkv, self.heads)
         self.verify_properties(self.offset)
         require_result(self.name, self.result.type, out)
-        require_result(self.name, self.lse.type, lse)
+        require_result(
+            self.name,
+            self.lse.type,
+            tensor(lse.get_shape(), result_element(self, 1, lse.element_type)),
+        )
 
 
 def verify_packed_qkv(
     op_name: str, qkv: SSAValue, heads: int
 ) -> tuple[TensorType[Attribute], TensorType[Attribute]]:
     """Check qkv [N, T, 3 H d] (float, H = heads >= 1); returns the types of out [N, T, H d]
-    and lse [N, H, T]."""
+    and lse [N, H, T] in qkv's element type (over bf16/f16 qkv the lse may be float32
+    instead: graph.packed_qkv_attention's wide result, see `lse_types`)."""
     t = ranked(op_name, "qkv", qkv)
     require_float(op_name, "qkv", t)
     shape = t.get_shape()
@@ -357,6 +364,15 @@ def verify_packed_qkv(
         )
     n, tt, d3 = shape
     return tensor((n, tt, d3 // 3), t.element_type), tensor((n, heads, tt), t.element_type)
+
+
+def lse_types(lse: TensorType[Attribute]) -> tuple[TensorType[Attribute], ...]:
+    """The lse types packed attention may have for `lse` of qkv's element type: that one,
+    and float32 where qkv is bf16/f16 (the row statistics kept in float32, as the
+    low-precision kernels write them: dialects/wide_results.py)."""
+    if isinstance(lse.element_type, WIDE_FROM):
+        return (lse, tensor(lse.get_shape(), Float32Type()))
+    return (lse,)
 
 
 def score_elements(op: AttentionBase) -> int:

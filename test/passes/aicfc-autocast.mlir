@@ -58,8 +58,9 @@ func.func @mlp_step(%x: tensor<8x16xf32> {aicfc.role = "input", aicfc.name = "x"
 
 // A GPT block's forward: layer norm (statistics and all) in f32, its output cast to bf16
 // for the qkv product; attention (the first aicfc-fuse made it packed_qkv_attention,
-// which reads the heads in place) reads one f32 cast of the packed qkv and stays f32
-// (docs/passes.md), its merged output cast to bf16 for the projection; the residual add and layer
+// which reads the heads in place) reads one f32 cast of the packed qkv and stays f32: its
+// head dim 4 has no low-precision kernel (docs/passes.md; @packed_attention_bf16 below is
+// one that lowers), its merged output cast to bf16 for the projection; the residual add and layer
 // norm (fused into add_layer_norm) read an f32 cast of the projection; the tied head's product is
 // bf16 and the loss reads its f32 cast. A result leaving the function keeps its type.
 
@@ -98,6 +99,32 @@ func.func @gpt_block(%x: tensor<2x4x8xf32>, %t: tensor<2x4xi32>, %lw: tensor<8xf
   %logits = graph.matmul %ln2, %wte transpose_b : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
   %loss = graph.cross_entropy %logits, %t : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
   func.return %loss, %logits : tensor<f32>, tensor<2x4x16xf32>
+}
+
+// -----
+
+// Packed attention of head dim 32 without dropout (attention_mma.cu's kernels take it)
+// lowers: it reads the bf16 product directly, writes a bf16 output and keeps its lse in
+// f32 (the statistics its backward reads), the fp16 program likewise in f16; with dropout
+// it stays f32, reading an f32 cast. The backward reads the f32 lse with the bf16 operands.
+
+// CHECK-LABEL: func.func @packed_attention_bf16
+// CHECK:       %[[QKV:.*]] = graph.matmul %{{.*}}, %{{.*}} transpose_b : (tensor<1x4x16xbf16>, tensor<96x16xbf16>) -> tensor<1x4x96xbf16>
+// CHECK-NEXT:  %o, %lse = graph.packed_qkv_attention %[[QKV]] heads = 1 causal scale = {{.*}} : (tensor<1x4x96xbf16>) -> (tensor<1x4x32xbf16>, tensor<1x1x4xf32>)
+// CHECK-NEXT:  %[[QKV32:.*]] = graph.cast %[[QKV]] : tensor<1x4x96xbf16> to tensor<1x4x96xf32>
+// CHECK-NEXT:  %od, %lsed = graph.packed_qkv_attention %[[QKV32]] offset %off heads = 1 causal scale = {{.*}} dropout_p = {{.*}} : (tensor<1x4x96xf32>, tensor<i64>) -> (tensor<1x4x32xf32>, tensor<1x1x4xf32>)
+// F16-LABEL:   func.func @packed_attention_bf16
+// F16:         graph.packed_qkv_attention %{{.*}} heads = 1 causal scale = {{.*}} : (tensor<1x4x96xf16>) -> (tensor<1x4x32xf16>, tensor<1x1x4xf32>)
+// BWD-LABEL:   func.func @packed_attention_bf16
+// BWD:         autodiff.packed_qkv_attention_grad %{{.*}}, %{{.*}}, %o, %lse heads = 1 causal scale = {{.*}} : (tensor<1x4x32xbf16>, tensor<1x4x96xbf16>, tensor<1x4x32xbf16>, tensor<1x1x4xf32>) -> tensor<1x4x96xbf16>
+func.func @packed_attention_bf16(%x: tensor<1x4x16xf32>, %w: tensor<96x16xf32>, %off: tensor<i64>, %t: tensor<1x4xi32>) -> (tensor<f32>, tensor<96x16xf32>) {
+  %qkv = graph.matmul %x, %w transpose_b : (tensor<1x4x16xf32>, tensor<96x16xf32>) -> tensor<1x4x96xf32>
+  %o, %lse = graph.packed_qkv_attention %qkv heads = 1 causal scale = 0.25 : (tensor<1x4x96xf32>) -> (tensor<1x4x32xf32>, tensor<1x1x4xf32>)
+  %od, %lsed = graph.packed_qkv_attention %qkv offset %off heads = 1 causal scale = 0.25 dropout_p = 0.1 : (tensor<1x4x96xf32>, tensor<i64>) -> (tensor<1x4x32xf32>, tensor<1x1x4xf32>)
+  %s = graph.add %o, %od : tensor<1x4x32xf32>
+  %l = graph.cross_entropy %s, %t : (tensor<1x4x32xf32>, tensor<1x4xi32>) -> tensor<f32>
+  %g = autodiff.backward %l wrt %w : tensor<f32>, (tensor<96x16xf32>) -> (tensor<96x16xf32>)
+  func.return %l, %g : tensor<f32>, tensor<96x16xf32>
 }
 
 // -----

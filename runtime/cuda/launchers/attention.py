@@ -9,12 +9,14 @@ Backward: the delta pre-pass D = rowsum(dout o out) into a workspace, then one b
 
 The packed launchers (graph.packed_qkv_attention and its gradient) run the same kernels on
 the heads of qkv [N, T, 3D] in place: BH = N H rows of T, out and dout [N, T, D], dqkv
-[N, T, 3D].
+[N, T, 3D]. Their bodies take a `PackedGeometry`, so attention_mma.py launches the
+tensor-core kernels (bf16 / f16, the same ABI and grid) through them.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +36,6 @@ from aicfc.runtime.registry import KernelSpec
 TILE = 64
 """attention.cu's query and key tile."""
 DELTA_KERNEL = "cuda.attention_bwd_delta_f32"
-DELTA_PACKED_KERNEL = "cuda.attention_bwd_delta_packed_f32"
 
 
 @dataclass(frozen=True)
@@ -206,6 +207,32 @@ def launch_attention_grad(
 # --- packed qkv (graph.packed_qkv_attention): the heads of qkv [N, T, 3D] in place ----------
 
 
+@dataclass(frozen=True)
+class PackedGeometry:
+    """What the packed kernels of one storage dtype launch with: dynamic shared memory of
+    the forward and the backward (bytes, by head dim d), the backward's threads, and the
+    delta pre-pass (its registry entry and the head-dim columns one of its lanes reads)."""
+
+    fwd_shared: Callable[[int], int]
+    bwd_shared: Callable[[int], int]
+    bwd_threads: Callable[[int], int]
+    delta_kernel: str
+    delta_lane_cols: int
+
+    def delta_grid(self, rows: int, d: int) -> tuple[int]:
+        return (cdiv(rows, 256 // (d // self.delta_lane_cols)),)
+
+
+F32_PACKED = PackedGeometry(
+    fwd_shared=attention_fwd_shared,
+    bwd_shared=attention_bwd_shared,
+    bwd_threads=attention_bwd_threads,
+    delta_kernel="cuda.attention_bwd_delta_packed_f32",
+    delta_lane_cols=4,
+)
+"""attention.cu's packed kernels (float32)."""
+
+
 def packed_problem(
     spec: KernelSpec, qkv: Any, offset: Any, params: Params
 ) -> tuple[Attention, int]:
@@ -232,6 +259,13 @@ def launch_packed_attention(
     spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
     """(qkv [N, T, 3D], offset []?) -> (out [N, T, D], lse [N, H, T])."""
+    return packed_attention_launches(spec, ins, outs, params, F32_PACKED)
+
+
+def packed_attention_launches(
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, geo: PackedGeometry
+) -> list[Launch]:
+    """launch_packed_attention with the launch geometry of `geo`."""
     qkv = ins[0]
     offset = ins[1] if len(ins) > 1 else None
     a, heads = packed_problem(spec, qkv, offset, params)
@@ -246,7 +280,7 @@ def launch_packed_attention(
             (128,),
             [qkv, offset, out, lse],
             packed_scalars(a, heads),
-            shared_mem=attention_fwd_shared(a.d),
+            shared_mem=geo.fwd_shared(a.d),
         )
     ]
 
@@ -256,6 +290,18 @@ def launch_packed_attention_grad(
 ) -> list[Launch]:
     """(dout [N, T, D], qkv [N, T, 3D], out [N, T, D], lse [N, H, T], offset []?) ->
     (dqkv [N, T, 3D]): the delta pre-pass over out, dout, then the tiled backward."""
+    return packed_attention_grad_launches(spec, ins, outs, params, ctx, F32_PACKED)
+
+
+def packed_attention_grad_launches(
+    spec: KernelSpec,
+    ins: Buffers,
+    outs: Buffers,
+    params: Params,
+    ctx: LoadContext,
+    geo: PackedGeometry,
+) -> list[Launch]:
+    """launch_packed_attention_grad with the launch geometry of `geo`."""
     dout, qkv, out, lse = ins[:4]
     offset = ins[4] if len(ins) > 4 else None
     a, heads = packed_problem(spec, qkv, offset, params)
@@ -267,8 +313,8 @@ def launch_packed_attention_grad(
     rows = a.bh * a.t
     ws = ctx.workspace(4 * rows)
     delta = kernel_launch(
-        registry.get(DELTA_PACKED_KERNEL),
-        attention_delta_grid(rows, a.d),
+        registry.get(geo.delta_kernel),
+        geo.delta_grid(rows, a.d),
         (256,),
         [out, dout, ws],
         {"rows": rows, "d": a.d, "H": heads, "T": a.t},
@@ -277,10 +323,10 @@ def launch_packed_attention_grad(
     grads = kernel_launch(
         spec,
         grid,
-        (attention_bwd_threads(a.d),),
+        (geo.bwd_threads(a.d),),
         [qkv, dout, lse, offset, dqkv, ws],
         packed_scalars(a, heads),
-        shared_mem=attention_bwd_shared(a.d),
+        shared_mem=geo.bwd_shared(a.d),
         keepalive=[ws],
     )
     return [delta, grads]

@@ -500,6 +500,14 @@ func.func @packed_attention_grad_lse(%qkv: tensor<1x4x24xf32>, %o: tensor<1x4x8x
 
 // -----
 
+func.func @packed_attention_grad_lse_dtype(%qkv: tensor<1x4x24xbf16>, %o: tensor<1x4x8xbf16>, %l: tensor<1x2x4xf16>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.packed_qkv_attention_grad: lse must be tensor<1x2x4xbf16> or tensor<1x2x4xf32>, got tensor<1x2x4xf16>
+  %d = autodiff.packed_qkv_attention_grad %o, %qkv, %o, %l heads = 2 causal scale = 0.5 : (tensor<1x4x8xbf16>, tensor<1x4x24xbf16>, tensor<1x4x8xbf16>, tensor<1x2x4xf16>) -> tensor<1x4x24xbf16>
+  func.return
+}
+
+// -----
+
 func.func @attention_grad_lse(%q: tensor<1x2x8x4xf32>, %l: tensor<1x2x4xf32>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.scaled_dot_product_attention_grad: lse must be tensor<1x2x8xf32>, got tensor<1x2x4xf32>
   %dq, %dk, %dv = autodiff.scaled_dot_product_attention_grad %q, %q, %q, %q, %q, %l causal scale = 0.5 : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x4xf32>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>)

@@ -405,6 +405,14 @@ func.func @packed_attention_lse(%qkv: tensor<2x8x48xf32>) {
 
 // -----
 
+func.func @packed_attention_lse_dtype(%qkv: tensor<2x8x48xbf16>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.packed_qkv_attention: result #1 has element type f16; expected bf16 (the operands' dtype), or f32 when the operands are bf16/f16 (the fp32 accumulation written unrounded)
+  %o, %l = "graph.packed_qkv_attention"(%qkv) <{num_heads = 2 : i64, scale = 0.5 : f64}> : (tensor<2x8x48xbf16>) -> (tensor<2x8x16xbf16>, tensor<2x2x8xf16>)
+  func.return
+}
+
+// -----
+
 func.func @attention_scale(%q: tensor<1x2x8x4xf32>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: graph.scaled_dot_product_attention: scale must be finite, got inf
   %o, %l = graph.scaled_dot_product_attention %q, %q, %q causal scale = 0x7FF0000000000000 : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8xf32>)

@@ -260,14 +260,17 @@ func.func @attention(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x6x16xf32>, %s: ten
 }
 
 // CHECK-LABEL: func.func @packed_qkv_attention
-// CHECK-SAME: (%qkv: tensor<2x8x96xf32>, %off: tensor<i64>) {
-func.func @packed_qkv_attention(%qkv: tensor<2x8x96xf32>, %off: tensor<i64>) {
+// CHECK-SAME: (%qkv: tensor<2x8x96xf32>, %off: tensor<i64>, %qb: tensor<2x8x96xbf16>) {
+func.func @packed_qkv_attention(%qkv: tensor<2x8x96xf32>, %off: tensor<i64>, %qb: tensor<2x8x96xbf16>) {
   // CHECK-NEXT: %y, %lse = graph.packed_qkv_attention %qkv heads = 2 causal scale = 2.500000e-01 : (tensor<2x8x96xf32>) -> (tensor<2x8x32xf32>, tensor<2x2x8xf32>)
   // GENERIC: %y, %lse = "graph.packed_qkv_attention"(%qkv) <{num_heads = 2 : i64, causal, scale = 2.500000e-01 : f64}> : (tensor<2x8x96xf32>) -> (tensor<2x8x32xf32>, tensor<2x2x8xf32>)
   %y, %lse = graph.packed_qkv_attention %qkv heads = 2 causal scale = 0.25 : (tensor<2x8x96xf32>) -> (tensor<2x8x32xf32>, tensor<2x2x8xf32>)
   // CHECK-NEXT: %y2, %lse2 = graph.packed_qkv_attention %qkv offset %off heads = 4 scale = 1.250000e-01 dropout_p = 1.000000e-01 seed = 7 : (tensor<2x8x96xf32>, tensor<i64>) -> (tensor<2x8x32xf32>, tensor<2x4x8xf32>)
   // GENERIC: %y2, %lse2 = "graph.packed_qkv_attention"(%qkv, %off) <{num_heads = 4 : i64, scale = 1.250000e-01 : f64, dropout_p = 1.000000e-01 : f64, seed = 7 : i64}> : (tensor<2x8x96xf32>, tensor<i64>) -> (tensor<2x8x32xf32>, tensor<2x4x8xf32>)
   %y2, %lse2 = graph.packed_qkv_attention %qkv offset %off heads = 4 scale = 0.125 dropout_p = 0.1 seed = 7 : (tensor<2x8x96xf32>, tensor<i64>) -> (tensor<2x8x32xf32>, tensor<2x4x8xf32>)
+  // CHECK-NEXT: %y3, %lse3 = graph.packed_qkv_attention %qb heads = 2 causal scale = 2.500000e-01 : (tensor<2x8x96xbf16>) -> (tensor<2x8x32xbf16>, tensor<2x2x8xf32>)
+  // GENERIC: %y3, %lse3 = "graph.packed_qkv_attention"(%qb) <{num_heads = 2 : i64, causal, scale = 2.500000e-01 : f64}> : (tensor<2x8x96xbf16>) -> (tensor<2x8x32xbf16>, tensor<2x2x8xf32>)
+  %y3, %lse3 = graph.packed_qkv_attention %qb heads = 2 causal scale = 0.25 : (tensor<2x8x96xbf16>) -> (tensor<2x8x32xbf16>, tensor<2x2x8xf32>)
   // CHECK-NEXT: func.return
   func.return
 // CHECK-NEXT: }
