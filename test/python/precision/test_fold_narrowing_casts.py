@@ -96,18 +96,17 @@ def test_the_bf16_gpt_step_lowers_with_13_fewer_casts() -> None:
     # 6 blocks x 2 layer norms (add_layer_norm: the residual add fused) + ln_f = 13
     # normalised outputs cast to bf16 for c_attn, c_fc and the tied head
     assert before["graph.add_layer_norm"] == 13
-    assert sum(before.values()) == 38
+    assert sum(before.values()) == 26
     assert "graph.add_layer_norm" not in after
     # left: the residual stream's gradient (11 adds, ln_f's layer_norm_grad) cast for the
-    # c_proj products, attention's output and gradient (6 + 6), the logits' gradient (1)
+    # c_proj products and the logits' gradient (1); attention reads and writes bf16 itself
+    # (kernels/attention_mma.cu), so none of its casts are left to fold
     assert after == {
         "graph.add": 11,
         "autodiff.layer_norm_grad": 1,
-        "graph.packed_qkv_attention": 6,
-        "autodiff.packed_qkv_attention_grad": 6,
         "autodiff.cross_entropy_with_grad": 1,
     }
-    assert sum(after.values()) == 25
+    assert sum(after.values()) == 13
 
 
 def numpy_program(module: ModuleOp, steps: tuple[Step, ...]) -> LoadedFunction:
