@@ -353,6 +353,12 @@ SCORE_RULES: tuple[ScoreRule, ...] = (
         lambda s, p, cap: "split_k" in s.flags and _split_k_pays(p),
     ),
     ScoreRule(
+        "our tensor-core latency kernel (mma.sync, split-K over many blocks) for a small "
+        "product on a tensor-core device",
+        16,
+        lambda s, p, cap: "mma_small" in s.flags and bool(cap.get("tensor_core")) and _small(p),
+    ),
+    ScoreRule(
         "batched tile kernel for a small batch of products",
         10,
         lambda s, p, cap: "batched" in s.flags and _batched_small(p),
@@ -398,7 +404,13 @@ into one product) goes to our batched 64x64 tile kernel while the whole batch is
 (10), else to cuBLASLt's strided-batched matmul (8). A gemm_epilogue with GELU or SiLU
 (no cuBLASLt epilogue) goes to the split cuBLASLt entry from SPLIT_EPILOGUE_MIN_MACS up
 (TF32: 20 + 5 + 8 over our WMMA kernel's 20 + 5 + 2; strict: 8 over the 128x128 tile's
-4 + 2), below it to our fused kernels (the split entry's 16 points off)."""
+4 + 2), below it to our fused kernels (the split entry's 16 points off). Our mma kernels
+(kernels/gemm_mma.cu, flag "mma_small": split-K tiles of 32x32 on mma.sync, bf16/f16 and,
+where TF32 is allowed, tf32) take the small products of their dtype: 16 points over
+cuBLASLt's 8, plus the tensor-core and split-K points where those hold (the small MLP's
+128 x 256 x 784 in bf16: 20 + 10 + 16 + 2 against 20 + 8 + 2); with TF32 they beat the
+skinny kernel only where K splits (28 against 22), and a large product's cuBLASLt row wins
+(not small: no 16; past 2^18 outputs they refuse)."""
 
 
 def score(spec: KernelSpec, problem: Problem, capability: Capability) -> int:
