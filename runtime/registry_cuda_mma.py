@@ -61,7 +61,7 @@ def _row(
     flags: frozenset[str],
     tf32: bool,
 ) -> KernelSpec:
-    grad = op == "autodiff.gemm_epilogue_grad"
+    grad = "one_launch_epilogue_grad" in flags  # the backward epilogue's kernel and launcher
     short = op.split(".", 1)[1]
     return KernelSpec(
         name=f"cuda.{short}_mma_{tag}_{suffix}",
