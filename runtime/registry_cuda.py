@@ -31,9 +31,10 @@ cuBLASLt has no row-alignment constraint: the GPU tests run it on rows of 524 by
 (K = 131) and 40 bytes (N = 10) within the fp32 tolerance.
 
 The transformer's kernels (layer norm, embedding, attention, a language model's
-cross-entropy) are in runtime/registry_cuda_transformer.py; KERNELS includes them.
+cross-entropy) are in runtime/registry_cuda_transformer.py, the tensor-core latency
+GEMMs (mma.sync: bf16, f16, tf32) in runtime/registry_cuda_mma.py; KERNELS includes them.
 
-Imports nothing but the registry's dataclasses, the activation table and the transformer
+Imports nothing but the registry's dataclasses, the activation table and those two files'
 entries (a launcher is named, never imported).
 """
 
@@ -48,6 +49,7 @@ from aicfc.dialects.activation_table import (
 )
 from aicfc.runtime.registry import F32, Constraints, KernelSpec
 from aicfc.runtime.registry import cuda_kernel as _k
+from aicfc.runtime.registry_cuda_mma import MMA_KERNELS
 from aicfc.runtime.registry_cuda_transformer import TRANSFORMER_KERNELS
 
 _I64_OFFSET = ((1, ("i64",)),)
@@ -838,6 +840,7 @@ KERNELS: tuple[KernelSpec, ...] = (
     *_CUBLASLT_WIDE,
     *_CUBLASLT_SPLIT,
     *_ONE_LAUNCH_EPILOGUE_GRADS,
+    *MMA_KERNELS,
     *_COMPOSITE_EPILOGUE_GRADS,
     *_ELEMENTWISE,
     *_CASTS,

@@ -49,6 +49,12 @@ SPLIT_K_MAX_TILES = 64
 """The split-K rule's shape: K of at least 256 (four chunks of 64), at most 64 output
 tiles of 32x32 (half the H200's multiprocessors)."""
 
+MMA_MAX_TILES = 200
+"""Our mma latency kernels (flag "mma_small") earn their rule on small products of at most
+this many 32x32 output tiles: the small MLP's largest result (256 x 784, its first weight
+gradient) has 200. Larger results fill the device with cuBLASLt's bigger tiles; gpt-tiny's
+2048 x 128 products (256 tiles, K of 65 to 128) keep cuBLASLt until measured otherwise."""
+
 SPLIT_EPILOGUE_MIN_MACS = 1 << 28
 """A split epilogue (cuBLASLt's product + bias, then our activation kernel: flag
 "split_epilogue") pays from this many multiply-adds up. Its second launch reads and
@@ -319,6 +325,12 @@ def _split_k_pays(p: Problem) -> bool:
     return k >= SPLIT_K_MIN_K and -(-m // 32) * -(-n // 32) <= SPLIT_K_MAX_TILES
 
 
+def _mma_pays(p: Problem) -> bool:
+    """A small product with at most MMA_MAX_TILES output tiles of 32x32."""
+    mnk = p.mnk()
+    return mnk is not None and _small(p) and -(-mnk[0] // 32) * -(-mnk[1] // 32) <= MMA_MAX_TILES
+
+
 def _split_epilogue_pays(p: Problem) -> bool:
     macs = p.macs()
     return macs is not None and macs >= SPLIT_EPILOGUE_MIN_MACS
@@ -351,6 +363,12 @@ SCORE_RULES: tuple[ScoreRule, ...] = (
         "split-K kernel for a small product with few tiles and a long K",
         10,
         lambda s, p, cap: "split_k" in s.flags and _split_k_pays(p),
+    ),
+    ScoreRule(
+        "our tensor-core latency kernel (mma.sync, split-K over many blocks) for a small "
+        "product of few tiles on a tensor-core device",
+        16,
+        lambda s, p, cap: "mma_small" in s.flags and bool(cap.get("tensor_core")) and _mma_pays(p),
     ),
     ScoreRule(
         "batched tile kernel for a small batch of products",
@@ -398,7 +416,13 @@ into one product) goes to our batched 64x64 tile kernel while the whole batch is
 (10), else to cuBLASLt's strided-batched matmul (8). A gemm_epilogue with GELU or SiLU
 (no cuBLASLt epilogue) goes to the split cuBLASLt entry from SPLIT_EPILOGUE_MIN_MACS up
 (TF32: 20 + 5 + 8 over our WMMA kernel's 20 + 5 + 2; strict: 8 over the 128x128 tile's
-4 + 2), below it to our fused kernels (the split entry's 16 points off)."""
+4 + 2), below it to our fused kernels (the split entry's 16 points off). Our mma kernels
+(kernels/gemm_mma.cu, flag "mma_small": split-K tiles of 32x32 on mma.sync, bf16/f16 and,
+where TF32 is allowed, tf32) take the small products of their dtype: 16 points over
+cuBLASLt's 8, plus the tensor-core and split-K points where those hold (the small MLP's
+128 x 256 x 784 in bf16: 20 + 10 + 16 + 2 against 20 + 8 + 2); with TF32 they beat the
+skinny kernel only where K splits (28 against 22), and a large product's cuBLASLt row wins
+(not small, or more than MMA_MAX_TILES tiles: no 16; past 2^18 outputs they refuse)."""
 
 
 def score(spec: KernelSpec, problem: Problem, capability: Capability) -> int:

@@ -185,10 +185,11 @@ def test_bf16_mlp_step_folds_its_casts_into_products_and_reductions():
     casts = [k for k in kernels if k.startswith("cuda.cast_")]
     assert len(kernels) == 18 and len(casts) == 2, kernels
     assert all(k == "cuda.cast_f32_bf16" for k in casts)  # only the products' inputs
-    assert kernels.count("cuda.matmul_cublaslt_bf16_f32") == 3
-    assert kernels.count("cuda.gemm_epilogue_cublaslt_bf16_f32") == 1
+    # the wide products run on our mma kernels (small products, runtime/registry_cuda_mma.py)
+    assert kernels.count("cuda.matmul_mma_bf16_f32_tn") == 3
+    assert kernels.count("cuda.gemm_epilogue_mma_bf16_f32_nt") == 1
     assert kernels.count("cuda.reduce_sum_bf16_f32") == 1
-    assert kernels.count("cuda.gemm_epilogue_grad_cublaslt_bf16_f32") == 2
+    assert kernels.count("cuda.gemm_epilogue_grad_mma_bf16_f32_nn") == 2
     (wide,) = [s for s in step.steps if isinstance(s, LaunchStep) and "reduce_sum" in s.kernel]
     assert wide.params["out_dtype"] == "f32"
     assert step.buffers[wide.outputs[0]].dtype == np.float32
