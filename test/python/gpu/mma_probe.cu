@@ -9,6 +9,18 @@ AICFC_EXPORT_ABI_VERSION
 
 using namespace aicfc;
 
+// The C / D fragment of a 16 x 8 float matrix d (row-major): loaded, or stored back.
+__device__ void c_fragment(float* d, int g, int t, float (&c)[4], bool store) {
+  float* at[4] = {d + g * 8 + 2 * t, d + g * 8 + 2 * t + 1, d + (g + 8) * 8 + 2 * t,
+                  d + (g + 8) * 8 + 2 * t + 1};
+  for (int i = 0; i < 4; ++i) {
+    if (store)
+      *at[i] = c[i];
+    else
+      c[i] = *at[i];
+  }
+}
+
 // a [16][16] row-major, b [16][8] row-major (element (k, n)), d [16][8] float; 32 threads.
 // bf16 != 0: bf16 inputs, else f16. via_ldmatrix != 0: fragments through ldmatrix.
 extern "C" __global__ void aicfc_probe_mma_m16n8k16(const uint16_t* a, const uint16_t* b,
@@ -35,17 +47,14 @@ extern "C" __global__ void aicfc_probe_mma_m16n8k16(const uint16_t* a, const uin
     bf[0] = uint32_t(bs[2 * t][g]) | (uint32_t(bs[2 * t + 1][g]) << 16);
     bf[1] = uint32_t(bs[2 * t + 8][g]) | (uint32_t(bs[2 * t + 9][g]) << 16);
   }
-  float c[4] = {d[g * 8 + 2 * t], d[g * 8 + 2 * t + 1], d[(g + 8) * 8 + 2 * t],
-                d[(g + 8) * 8 + 2 * t + 1]};
+  float c[4];
+  c_fragment(d, g, t, c, false);
   if (bf16_in)
     mma_m16n8k16_bf16(c, af, bf);
   else
     mma_m16n8k16_f16(c, af, bf);
   __syncwarp();
-  d[g * 8 + 2 * t] = c[0];
-  d[g * 8 + 2 * t + 1] = c[1];
-  d[(g + 8) * 8 + 2 * t] = c[2];
-  d[(g + 8) * 8 + 2 * t + 1] = c[3];
+  c_fragment(d, g, t, c, true);
 }
 
 // a [16][8], b [8][8] (element (k, n)) float32 rounded to tf32 here; d [16][8] += a b.
@@ -54,14 +63,11 @@ extern "C" __global__ void aicfc_probe_mma_m16n8k8_tf32(const float* a, const fl
   uint32_t af[4] = {to_tf32(a[g * 8 + t]), to_tf32(a[(g + 8) * 8 + t]), to_tf32(a[g * 8 + t + 4]),
                     to_tf32(a[(g + 8) * 8 + t + 4])};
   uint32_t bf[2] = {to_tf32(b[t * 8 + g]), to_tf32(b[(t + 4) * 8 + g])};
-  float c[4] = {d[g * 8 + 2 * t], d[g * 8 + 2 * t + 1], d[(g + 8) * 8 + 2 * t],
-                d[(g + 8) * 8 + 2 * t + 1]};
+  float c[4];
+  c_fragment(d, g, t, c, false);
   mma_m16n8k8_tf32(c, af, bf);
   __syncwarp();
-  d[g * 8 + 2 * t] = c[0];
-  d[g * 8 + 2 * t + 1] = c[1];
-  d[(g + 8) * 8 + 2 * t] = c[2];
-  d[(g + 8) * 8 + 2 * t + 1] = c[3];
+  c_fragment(d, g, t, c, true);
 }
 
 // x [n] float -> words [n]: to_tf32, and packs [n / 2] of pack_bf16x2 / pack_f16x2.
