@@ -18,26 +18,13 @@ import numpy as np
 import pytest
 
 from aicfc.dialects import autodiff as ad
-from aicfc.runtime import reference, registry
+from aicfc.runtime import reference
 from gpu.gpu_support import F32_TOL, gpu, rel_err
+from gpu.test_layer_norm_narrow_gpu import run  # a registry entry's launches on a stream
 
 pytestmark = gpu
 
 SHAPES = [(64 * 256, 384), (1000, 37), (333, 130), (8, 8192)]
-
-
-def run(kernel: str, ins: list[Any], outs: list[Any], params: dict[str, Any]) -> None:
-    import cupy
-
-    from aicfc.runtime.cuda.context import DeviceContext
-    from aicfc.runtime.cuda.launch import launches_for
-
-    launches = launches_for(registry.get(kernel), ins, outs, params, DeviceContext())
-    cupy.cuda.Device().synchronize()
-    stream = cupy.cuda.Stream(non_blocking=True)
-    for la in launches:
-        la(stream)
-    stream.synchronize()
 
 
 @pytest.mark.parametrize("weight", [True, False], ids=["weight", "none"])
