@@ -21,8 +21,9 @@
 //   of the f32 kernel's y; x, r, w, b, s, mean and rstd stay float32. Same ABIs.
 // aicfc_layer_norm_grad_f32: dx (plus dres when given: the gradient that reaches the
 //   normalised input along the residual path, so the add of the two gradients is
-//   fused), and when the workspace is not null each block's column partials of dw and
-//   db. x is the normalised input (s for the fused forward).
+//   fused: autodiff.add_layer_norm_grad), and when the workspace is not null each
+//   block's column partials of dw and db. x is the normalised input (s for the fused
+//   forward).
 //   ABI: (dy [N, D], x [N, D], mean, rstd, w|null, dres [N, D]|null, dx [N, D],
 //         workspace|null, int32 N, int32 D).
 //   Workspace: float partials [2][gridDim.x][D] (dw's, then db's); every entry is
@@ -259,7 +260,9 @@ __device__ void layer_norm_grad_rows(const float* __restrict__ dy, const float* 
         for (int u = 0; u < VEC; ++u) {
           int e = k * VEC + u;
           o[u] = rs * (g[e] - mg - xh[e] * mgx);
-          if (dres) o[u] += q[u];
+          // __fadd_rn: never contracted into an fma with the product above, so dx is
+          // the f32 kernel's dx plus dres rounded once, as the unfused add
+          if (dres) o[u] = __fadd_rn(o[u], q[u]);
         }
         store<VEC>(dx + off + col, o);
       }

@@ -13,6 +13,8 @@ the matched ops are erased:
                                              -> cross_entropy_with_grad(x, y, d) [-> (l, dx, db)]
     merge(scaled_dot_product_attention(heads(split(qkv))))
                                              -> packed_qkv_attention(qkv)   [-> (o, lse)]
+    add(dr, layer_norm_grad(dy, x, ...)#dx)   -> add_layer_norm_grad(dy, dr, x, ...)
+                                                                           [-> (dx, dw, db)]
 
 An intermediate value with other users is allowed only where the fused op
 re-exports it (gemm_epilogue's `pre_act` Z, epilogue_grad's dZ); those users
@@ -60,7 +62,7 @@ def _insertion_anchor(m: Match, built: Built) -> Operation | None:
     block = m.ops[0].parent_block()
     assert block is not None
     readers = {m.ops[-1]}
-    for value in m.exports.values():
+    for value in (*m.exports.values(), *(old for old, _ in built.replaced)):
         readers.update(
             r for u in value.uses if (r := block.find_ancestor_op_in_block(u.operation)) is not None
         )
@@ -95,6 +97,7 @@ def apply_match(m: Match, rewriter: PatternRewriter) -> bool:
         if new is not None
     )
     replaced.update((m.exports[n], new) for n, new in built.exports.items() if n in m.exports)
+    replaced.update(built.replaced)
     orphaned = any(r not in replaced and m.has_outside_uses(r) for op in m.ops for r in op.results)
     anchor = None if orphaned else _insertion_anchor(m, built)
     if anchor is None:

@@ -317,6 +317,19 @@ def layer_norm_grad(
     return dx.astype(dy.dtype), dw.astype(dy.dtype), db.astype(dy.dtype)
 
 
+def add_layer_norm_grad(
+    dy: Array,
+    residual_grad: Array,
+    x: Array,
+    mean: Array,
+    rstd: Array,
+    weight: Array | None = None,
+) -> tuple[Array, Array, Array]:
+    """layer_norm_grad with residual_grad added to dx (one add of the two, as graph.add)."""
+    dx, dw, db = layer_norm_grad(dy, x, mean, rstd, weight)
+    return residual_grad + dx, dw, db
+
+
 # --- attention ---------------------------------------------------------------
 
 
@@ -741,6 +754,7 @@ _TABLE: dict[type[Operation], RefFn] = {
     ad.GemmEpilogueGradOp: gemm_epilogue_grad,
     ad.EmbeddingGradOp: embedding_grad,
     ad.LayerNormGradOp: layer_norm_grad,
+    ad.AddLayerNormGradOp: add_layer_norm_grad,
     ad.ScaledDotProductAttentionGradOp: scaled_dot_product_attention_grad,
     ad.PackedQKVAttentionGradOp: packed_qkv_attention_grad,
     ad.AdamStepOp: adam_step,

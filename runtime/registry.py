@@ -315,6 +315,7 @@ _NUMPY_OPS: tuple[tuple[str, tuple[str, ...], Constraints], ...] = (
     ),
     ("autodiff.embedding_grad", _FLOATS, Constraints(operand_dtypes=_INT_LABELS)),
     ("autodiff.layer_norm_grad", _FLOATS, Constraints()),
+    ("autodiff.add_layer_norm_grad", _FLOATS, Constraints()),
     (
         "autodiff.scaled_dot_product_attention_grad",
         _FLOATS,

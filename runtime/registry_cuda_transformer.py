@@ -1,7 +1,7 @@
 """The CUDA kernels of a transformer, as plain data (joined by runtime/registry_cuda.py).
 
 Layer norm (and its add-fused form, each also with its output stored in bf16/f16) with
-its gradient, the embedding and its gradient
+its gradient (and that gradient with the residual stream's added), the embedding and its gradient
 (chunked, then combined), scaled dot-product attention (attention.cu's tiled kernels for
 head dims 32, 64 and 128; attention_rows.cu's for any head dim up to 128) and the packed
 form that reads the heads of one qkv [N, T, 3D] in place, each with its gradient, and the
@@ -80,6 +80,15 @@ _LAYER_NORM_NARROW = [
            constraints=replace(_LN, param_values=(("out_dtype", (low,)),)), flags=("fused",),
            launcher="launch_add_layer_norm"),
     )
+]  # fmt: skip
+
+# The layer norm backward with the residual stream's gradient added to dx
+# (autodiff.add_layer_norm_grad, aicfc-fuse): the f32 kernel with its dres operand; dw and
+# db by layer_norm_param_grad_f32 above, as layer_norm_grad's.
+_LAYER_NORM_GRAD_ADD = [
+    _k("add_layer_norm_grad_f32", "autodiff.add_layer_norm_grad", "layernorm.cu",
+       "aicfc_layer_norm_grad_f32", (("N", "int32_t"), ("D", "int32_t")), constraints=_LN,
+       flags=("workspace", "fused"), launcher="launch_add_layer_norm_grad"),
 ]  # fmt: skip
 
 _EMBEDDING = (
@@ -275,6 +284,7 @@ _MANY_CLASSES = [
 TRANSFORMER_KERNELS: tuple[KernelSpec, ...] = (
     *_LAYER_NORM,
     *_LAYER_NORM_NARROW,
+    *_LAYER_NORM_GRAD_ADD,
     *_EMBEDDING,
     *_ATTENTION,
     *_PACKED_ATTENTION,

@@ -86,6 +86,7 @@ KERNELS: tuple[KernelSpec, ...] = (
     _out("graph.layer_norm", "norm:layer_norm"),
     _out("graph.add_layer_norm", "norm:add_layer_norm"),
     _out("autodiff.layer_norm_grad", "norm:layer_norm_grad"),
+    _out("autodiff.add_layer_norm_grad", "norm:add_layer_norm_grad"),
     # attention without dropout: the scores and probabilities in work arrays
     _out("graph.scaled_dot_product_attention", "attention:scaled_dot_product_attention"),
     _out(

@@ -9,7 +9,7 @@ updates where that is safe.
 
 The ops live in small modules of this package: backward.py (autodiff.backward),
 grads.py (softmax_grad, dropout_grad, epilogue_grad, gemm_epilogue_grad, embedding_grad,
-layer_norm_grad),
+layer_norm_grad, add_layer_norm_grad),
 attention_grad.py (scaled_dot_product_attention_grad, packed_qkv_attention_grad),
 loss_grads.py (the losses' gradients), optimizers.py (adam_step, sgd_step), amp.py
 (unscale_grad, amp_select, update_scale: fp16 loss scaling), fused_step.py
@@ -41,6 +41,7 @@ from aicfc.dialects.autodiff.attention_grad import (
 from aicfc.dialects.autodiff.backward import BackwardOp
 from aicfc.dialects.autodiff.fused_step import MlpTrainStepOp
 from aicfc.dialects.autodiff.grads import (
+    AddLayerNormGradOp,
     DropoutGradOp,
     EmbeddingGradOp,
     EpilogueGradOp,
@@ -68,6 +69,7 @@ __all__ = [
     "AccumulateGradOp",
     "AccumulationStepOp",
     "AdamStepOp",
+    "AddLayerNormGradOp",
     "AmpSelectOp",
     "Autodiff",
     "BackwardOp",
@@ -105,6 +107,7 @@ Autodiff = Dialect(
         GemmEpilogueGradOp,
         EmbeddingGradOp,
         LayerNormGradOp,
+        AddLayerNormGradOp,
         ScaledDotProductAttentionGradOp,
         PackedQKVAttentionGradOp,
         AdamStepOp,

@@ -2,9 +2,10 @@
 
 softmax_grad, dropout_grad, epilogue_grad (the backward of a GEMM epilogue),
 gemm_epilogue_grad (a product with that backward as its epilogue), embedding_grad (a
-deterministic scatter-add) and layer_norm_grad; the activations' gradient ops live with
-their forward ops (dialects/graph/activations.py), the losses' in loss_grads.py and
-attention's in attention_grad.py.
+deterministic scatter-add), layer_norm_grad and add_layer_norm_grad (layer_norm_grad
+with the residual stream's gradient added to dx: made by aicfc-fuse); the activations'
+gradient ops live with their forward ops (dialects/graph/activations.py), the losses' in
+loss_grads.py and attention's in attention_grad.py.
 """
 
 from __future__ import annotations
@@ -324,26 +325,105 @@ class LayerNormGradOp(AicfcOp):
         )
 
     def verify_(self) -> None:
-        bias = self.grad_bias  # a bias gradient stands for a forward bias
-        t, stats = verify_layer_norm(self.name, self.input, self.weight, bias)
-        g = ranked(self.name, "grad", self.grad)
-        if g != t:
-            raise VerifyException(f"{self.name}: grad {g} and input {t} must have one type")
-        for what, v in (("mean", self.mean), ("rstd", self.rstd)):
-            if ranked(self.name, what, v) != stats:
-                raise VerifyException(
-                    f"{self.name}: {what} must be {stats} (the leading dims of input {t}), "
-                    f"got {v.type}"
-                )
-        require_result(self.name, self.grad_input.type, t)
-        param = tensor(t.get_shape()[-1:], t.element_type)
-        if (self.grad_weight is not None) != (self.weight is not None):
+        _verify_layer_norm_grad(self)
+
+
+def _verify_layer_norm_grad(op: LayerNormGradOp | AddLayerNormGradOp) -> None:
+    """The checks layer_norm_grad and add_layer_norm_grad share: grad and input one type
+    [..., D], mean and rstd [...], dx that type, dweight and dbias [D] as present."""
+    bias = op.grad_bias  # a bias gradient stands for a forward bias
+    t, stats = verify_layer_norm(op.name, op.input, op.weight, bias)
+    g = ranked(op.name, "grad", op.grad)
+    if g != t:
+        raise VerifyException(f"{op.name}: grad {g} and input {t} must have one type")
+    for what, v in (("mean", op.mean), ("rstd", op.rstd)):
+        if ranked(op.name, what, v) != stats:
             raise VerifyException(
-                f"{self.name}: the grad_weight result is present exactly when the weight operand is"
+                f"{op.name}: {what} must be {stats} (the leading dims of input {t}), got {v.type}"
             )
-        for r in (self.grad_weight, self.grad_bias):
-            if r is not None:
-                require_result(self.name, r.type, param)
+    require_result(op.name, op.grad_input.type, t)
+    param = tensor(t.get_shape()[-1:], t.element_type)
+    if (op.grad_weight is not None) != (op.weight is not None):
+        raise VerifyException(
+            f"{op.name}: the grad_weight result is present exactly when the weight operand is"
+        )
+    for r in (op.grad_weight, op.grad_bias):
+        if r is not None:
+            require_result(op.name, r.type, param)
+
+
+@irdl_op_definition
+class AddLayerNormGradOp(AicfcOp):
+    """layer_norm_grad with the residual stream's gradient added to dx, in one op.
+
+    dx = residual_grad + dx of autodiff.layer_norm_grad(dy, x, mean, rstd, weight)
+    (one float add of the two values, rounded once: bit for bit the unfused add);
+    dweight and dbias as layer_norm_grad's. In a residual network the gradient that
+    reaches a layer norm's input is the sum of the skip path's and the norm's
+    (add_layer_norm's VJP: ds + layer_norm_grad's dx); aicfc-fuse forms this op from
+    that graph.add and the layer_norm_grad whose dx it alone reads
+    (passes/fusion/patterns.py), so dx is stored once, not stored, read and added.
+    residual_grad is [..., D] like dy. Made after differentiation, so it has no VJP.
+
+    ```mlir
+    %dx, %dw, %db = autodiff.add_layer_norm_grad %dy, %dr, %x, %mean, %rstd weight %w
+        : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8xf32>,
+           tensor<8xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+    ```
+    """
+
+    name = "autodiff.add_layer_norm_grad"
+    FLOPS_PER_ELEMENT: ClassVar[int] = 11
+    grad = operand_def(TensorType)
+    residual_grad = operand_def(TensorType)
+    input = operand_def(TensorType)
+    mean = operand_def(TensorType)
+    rstd = operand_def(TensorType)
+    weight = opt_operand_def(TensorType)
+    grad_input = result_def(TensorType)
+    grad_weight = opt_result_def(TensorType)
+    grad_bias = opt_result_def(TensorType)
+    irdl_options = (AttrSizedResultSegments(as_property=True),)
+    traits = traits_def(
+        Pure(),
+        OpInfo(
+            F.IS_BACKWARD | F.IS_FUSED | F.IS_NORMALIZATION | F.IS_REDUCTION,
+            differentiable=False,
+            why_not="it is made after differentiation (from layer_norm_grad and an add)",
+        ),
+    )
+    assembly_format = (
+        "$grad `,` $residual_grad `,` $input `,` $mean `,` $rstd (`weight` $weight^)? "
+        "attr-dict `:` `(` type(operands) `)` `->` `(` type($grad_input) "
+        "(`,` type($grad_weight)^)? (`,` type($grad_bias)^)? `)`"
+    )
+
+    def __init__(
+        self,
+        grad: SSAValue,
+        residual_grad: SSAValue,
+        x: SSAValue,
+        mean: SSAValue,
+        rstd: SSAValue,
+        weight: SSAValue | None = None,
+        with_bias: bool = False,
+    ):
+        t = ranked(self.name, "grad", grad)
+        param = tensor(t.get_shape()[-1:], t.element_type)
+        super().__init__(
+            operands=[grad, residual_grad, x, mean, rstd, [weight] if weight is not None else []],
+            result_types=[
+                t,
+                [param] if weight is not None else [],
+                [param] if with_bias else [],
+            ],
+        )
+
+    def verify_(self) -> None:
+        _verify_layer_norm_grad(self)
+        r, g = ranked(self.name, "residual_grad", self.residual_grad), self.grad.type
+        if r != g:
+            raise VerifyException(f"{self.name}: residual_grad {r} and grad {g} must have one type")
 
 
 @irdl_op_definition

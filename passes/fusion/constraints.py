@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation
 
-from aicfc.dialects.autodiff import CrossEntropyGradOp
+from aicfc.dialects.autodiff import CrossEntropyGradOp, LayerNormGradOp
 from aicfc.dialects.base import AicfcOp
 from aicfc.dialects.graph import (
     ACTIVATIONS,
@@ -69,6 +69,10 @@ ATTENTION_PARTS: dict[str, type[Operation]] = {
 RESIDUAL_NORMS: dict[type[Operation], type[Operation]] = {LayerNormOp: AddOp}
 """Normalisations with a fused form that takes the residual add in front of them, and
 the class of that add (graph.add_layer_norm)."""
+
+RESIDUAL_NORM_GRADS: dict[type[Operation], type[Operation]] = {LayerNormGradOp: AddOp}
+"""Normalisation gradients with a fused form that adds the residual stream's gradient to
+their dx (autodiff.add_layer_norm_grad), and the class of that add."""
 
 # ----------------------------------------------------------------------------
 # Constraints
@@ -169,6 +173,27 @@ class HasResidualForm:
 
     def holds(self, op: Operation) -> bool:
         return type(op) in RESIDUAL_NORMS
+
+
+@dataclass(frozen=True)
+class HasResidualGradForm:
+    """The op's class is a normalisation gradient of RESIDUAL_NORM_GRADS."""
+
+    def holds(self, op: Operation) -> bool:
+        return type(op) in RESIDUAL_NORM_GRADS
+
+
+@dataclass(frozen=True)
+class IsResidualGradAdd:
+    """The op is the add class of a RESIDUAL_NORM_GRADS entry, of two like operands (no
+    broadcast: both are the gradient of one [..., D] value)."""
+
+    def holds(self, op: Operation) -> bool:
+        return (
+            type(op) in RESIDUAL_NORM_GRADS.values()
+            and len(op.operands) == 2
+            and op.operands[0].type == op.operands[1].type == op.results[0].type
+        )
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ ops, and SINGLE_USE for each intermediate result (or, for an op with several res
 one use of result 0 and none of the others), unless the consuming step
 declares `exports_input`, i.e. the fused op re-exports that value as a result
 (cuBLASLt's GELU_AUX output `pre_act`, the `grad_pre_act` dZ of
-epilogue_grad), so its other users can read it from the fused op.
+epilogue_grad), so its other users can read it from the fused op, or declares
+`replaces_rest` (the fused op provides the further results of the op it consumes).
 
 A `sibling` step does not consume the previous step's result: it reads the
 same operands (a loss and its gradient both read logits and labels), and
@@ -67,6 +68,9 @@ class Step:
     sibling:       the op reads the previous step's operands (all of them, as its
                    first operands) instead of its result; exports_input then names
                    the previous step's result.
+    replaces_rest: the fused op also stands for the previous step's further results
+                   (layer_norm_grad's dweight and dbias: Built.replaced), so they may
+                   have other users; its result 0 must still have this op as its only one.
     stochastic:    the op may draw random numbers (SAFE_NODE is not required; it must
                    still be free of side effects).
     constraints:   further predicates on the op.
@@ -78,6 +82,7 @@ class Step:
     via_operand: int = 0
     exports_input: str | None = None
     sibling: bool = False
+    replaces_rest: bool = False
     stochastic: bool = False
     constraints: tuple[Constraint, ...] = ()
 
@@ -97,14 +102,17 @@ class Built:
     """A fused op, the value replacing the last matched op's result, its re-exported
     results by export name (Step.exports_input), the values replacing the last
     matched op's further results, in order (None: that result has no replacement, so
-    it must have no users), and the producers of the match's operands that the fused op
-    reads through instead (`absorbed`, producers first: the layout ops in front of packed
-    attention), erased with the match once nothing else reads them."""
+    it must have no users), (old, new) pairs for results of earlier matched ops that the
+    fused op provides too (`replaced`: a Step.replaces_rest), and the producers of the
+    match's operands that the fused op reads through instead (`absorbed`, producers
+    first: the layout ops in front of packed attention), erased with the match once
+    nothing else reads them."""
 
     op: Operation
     result: SSAValue
     exports: dict[str, SSAValue]
     rest: tuple[SSAValue | None, ...] = ()
+    replaced: tuple[tuple[SSAValue, SSAValue], ...] = ()
     absorbed: tuple[Operation, ...] = ()
 
 
@@ -179,7 +187,11 @@ def match_at(
     exports: dict[str, SSAValue] = {}
     for step in pattern.steps[1:]:
         cur = chain[-1]
-        single_use = bool(graph.flags(cur) & F.SINGLE_USE) or _feeds_one_op(graph.ops[cur])
+        single_use = (
+            bool(graph.flags(cur) & F.SINGLE_USE)
+            or _feeds_one_op(graph.ops[cur])
+            or (step.replaces_rest and graph.ops[cur].results[0].has_one_use())
+        )
         found = None
         if step.sibling:
             found = _sibling(graph, cur, step, claimed, dtype)

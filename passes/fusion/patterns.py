@@ -16,6 +16,9 @@ and returns the fused op with the values it replaces:
     reshape(transpose(scaled_dot_product_attention(heads(split(qkv))), [0, 2, 1, 3]))
                                     -> packed_qkv_attention(qkv)             [-> (o, lse)]
     layer_norm(add(x, r))           -> add_layer_norm(x, r)              [-> (s, y, mean, rstd)]
+    add(dr, layer_norm_grad(dy, x, mean, rstd, w)#dx)  (or the add's operands swapped)
+                                    -> add_layer_norm_grad(dy, dr, x, mean, rstd, w)
+                                                                         [-> (dx, dw, db)]
 
 A layer's product may have leading dims ([B, T, D] x [D, N]: a Linear on every
 position); its bias gradient sums every leading axis.
@@ -30,7 +33,13 @@ from __future__ import annotations
 from xdsl.ir import Operation, SSAValue
 
 from aicfc.dialects.activation_table import Saved
-from aicfc.dialects.autodiff import CrossEntropyWithGradOp, EpilogueGradOp, GemmEpilogueGradOp
+from aicfc.dialects.autodiff import (
+    AddLayerNormGradOp,
+    CrossEntropyWithGradOp,
+    EpilogueGradOp,
+    GemmEpilogueGradOp,
+    LayerNormGradOp,
+)
 from aicfc.dialects.flags import OpFlag
 from aicfc.dialects.graph import (
     ACTIVATIONS,
@@ -52,10 +61,12 @@ from aicfc.passes.fusion.constraints import (
     HasEpilogueForm,
     HasFusedGradForm,
     HasResidualForm,
+    HasResidualGradForm,
     HeadProduct,
     IsLossGrad,
     IsPart,
     IsResidualAdd,
+    IsResidualGradAdd,
     LayerProduct,
     MasksWithMinusInfinity,
     OverLastAxis,
@@ -390,6 +401,63 @@ ADD_LAYER_NORM = FusionPattern(
 )
 
 # ----------------------------------------------------------------------------
+# layer norm gradient -> the residual stream's gradient add
+# ----------------------------------------------------------------------------
+
+
+def build_add_layer_norm_grad(m: Match, norm_grad: Operation, add: Operation) -> Built:
+    """add_layer_norm_grad(dy, dr, x, mean, rstd, weight): the norm gradient's operands and
+    dr, the add's other operand; its dx replaces the add's sum and its dweight, dbias
+    the norm gradient's (the step's replaces_rest)."""
+    assert isinstance(norm_grad, LayerNormGradOp)
+    dx = norm_grad.grad_input
+    dr = add.operands[1] if add.operands[0] is dx else add.operands[0]
+    op = AddLayerNormGradOp(
+        norm_grad.grad,
+        dr,
+        norm_grad.input,
+        norm_grad.mean,
+        norm_grad.rstd,
+        norm_grad.weight,
+        with_bias=norm_grad.grad_bias is not None,
+    )
+    replaced = tuple(zip(norm_grad.results[1:], op.results[1:], strict=True))
+    return Built(op, op.grad_input, {}, replaced=replaced)
+
+
+def _residual_grad_add(via_operand: int, name: str) -> FusionPattern:
+    """add(dr, layer_norm_grad#dx) with dx at the add's operand `via_operand`."""
+    return FusionPattern(
+        name=name,
+        group="backward",
+        steps=(
+            Step(
+                F.IS_BACKWARD | F.IS_NORMALIZATION,
+                forbidden=F.IS_FUSED,
+                constraints=(HasResidualGradForm(),),
+            ),
+            Step(
+                F.IS_ELEMENTWISE | F.IS_LINEAR,
+                forbidden=F.IS_FUSED,
+                via_operand=via_operand,
+                replaces_rest=True,
+                constraints=(IsResidualGradAdd(),),
+            ),
+        ),
+        builder=build_add_layer_norm_grad,
+        fused_op=AddLayerNormGradOp,
+    )
+
+
+# add(dr, layer_norm_grad(dy, x, ...)#dx) -> add_layer_norm_grad(dy, dr, x, ...): the
+# gradient of a residual stream is its skip path's plus the norm's dx (add_layer_norm's
+# VJP emits add(ds, dx)); the kernel adds dr as it stores dx, so dx is never stored
+# alone. Runs after aicfc-expand-backward; dw and db keep their users.
+LAYER_NORM_GRAD_ADD = _residual_grad_add(1, "layer_norm_grad_add")
+LAYER_NORM_GRAD_ADD_LHS = _residual_grad_add(0, "layer_norm_grad_add_lhs")
+"""The same with dx the add's first operand (an accumulation in the other order)."""
+
+# ----------------------------------------------------------------------------
 # The table
 # ----------------------------------------------------------------------------
 
@@ -401,6 +469,8 @@ FUSION_PATTERNS: tuple[FusionPattern, ...] = (
     ACT_GRAD_BIAS_GRAD,
     GEMM_EPILOGUE_GRAD,
     LOSS_WITH_GRAD,
+    LAYER_NORM_GRAD_ADD,
+    LAYER_NORM_GRAD_ADD_LHS,
 )
 """Every pattern, tried in this order at each op (block order)."""
 

@@ -53,12 +53,13 @@ func.func @dont_fold(%x: tensor<4x8xf32>, %h: tensor<4x8xbf16>) -> (tensor<4x8xf
 
 // A one-layer pre-LN block's train step through mixed precision: the forward's two
 // layer norms (graph.add_layer_norm for the second, the residual add fused) store their
-// bf16 outputs for the products; no cast of a layer norm output is left.
+// bf16 outputs for the products; no cast of a layer norm output is left. (The second
+// norm's gradient has the residual stream's added: autodiff.add_layer_norm_grad.)
 
 // STEP-LABEL: func.func @block_step
 // STEP:        %{{.*}}, %{{.*}}, %{{.*}} = graph.layer_norm %x weight %w1 bias %b1 eps = 1.000000e-05 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32> -> (tensor<4x8xbf16>, tensor<4xf32>, tensor<4xf32>)
 // STEP:        graph.add_layer_norm %x, %{{.*}} weight %w2 bias %b2 eps = 1.000000e-05 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32> -> (tensor<4x8xf32>, tensor<4x8xbf16>, tensor<4xf32>, tensor<4xf32>)
-// STEP:        autodiff.layer_norm_grad
+// STEP:        autodiff.add_layer_norm_grad
 // STEP:        autodiff.layer_norm_grad
 // STEP:        func.return
 func.func @block_step(%x: tensor<4x8xf32>, %t: tensor<4xi32>, %w1: tensor<8xf32>, %b1: tensor<8xf32>, %wa: tensor<8x8xf32>, %w2: tensor<8xf32>, %b2: tensor<8xf32>, %wb: tensor<8x8xf32>) -> (tensor<f32>, tensor<8x8xf32>, tensor<8xf32>) {

@@ -6,7 +6,7 @@
 // RUN: aicfc-opt %s -p 'aicfc-fuse{exclude=gemm_epilogue_grad}' | filecheck %s --check-prefix=NODX
 // RUN: not aicfc-opt %s -p 'aicfc-fuse{exclude=gemm_bias}' 2>&1 | filecheck %s --check-prefix=BADEX
 
-// BADEX: aicfc-opt: error: bad pass options in 'aicfc-fuse{exclude=gemm_bias}': aicfc-fuse: unknown pattern 'gemm_bias' for option 'exclude'; expected one of: attention, packed_qkv_attention, gemm_bias_act, add_layer_norm, act_grad_bias_grad, gemm_epilogue_grad, loss_with_grad
+// BADEX: aicfc-opt: error: bad pass options in 'aicfc-fuse{exclude=gemm_bias}': aicfc-fuse: unknown pattern 'gemm_bias' for option 'exclude'; expected one of: attention, packed_qkv_attention, gemm_bias_act, add_layer_norm, act_grad_bias_grad, gemm_epilogue_grad, loss_with_grad, layer_norm_grad_add, layer_norm_grad_add_lhs
 
 // BAD: aicfc-opt: error: bad pass options in 'aicfc-fuse{patterns=sideways}': aicfc-fuse: unknown value 'sideways' for option 'patterns'; expected one of: all, forward, backward
 

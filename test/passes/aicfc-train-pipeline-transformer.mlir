@@ -9,7 +9,9 @@
 // reads its out and lse and writes the packed gradient (no concat); the residual adds
 // before ln_2 and ln_f become add_layer_norm (their sums, means and rstds read by the
 // backward), the MLP's Linear + GELU on [B, T, D] a gemm_epilogue, the loss fuses with its
-// gradient; the i32 ids are an input buffer; the multi-result ops write one buffer per
+// gradient, and each layer norm's gradient but ln_f's adds the residual stream's gradient
+// to its dx (add_layer_norm_grad: no add launch left in the backward before the
+// embeddings' gradients); the i32 ids are an input buffer; the multi-result ops write one buffer per
 // result. The CUDA kernel family has a kernel for each of them (head dim 2: the packed
 // row attention kernels of attention_rows.cu; V = 5: the loss fused with its gradient).
 
@@ -25,11 +27,17 @@
 // CHECK:       exec.launch "numpy.gemm_epilogue_out"(%[[Y]], %transformer_h_0_mlp_c_fc_weight, %transformer_h_0_mlp_c_fc_bias) outs(%{{.*}}, %{{.*}}) params {act = "gelu", transpose_b = true} : (!exec.buffer<1x4x4xf32, tmp>
 // CHECK:       exec.launch "numpy.add_layer_norm_out"(%[[S]], %{{.*}}, %transformer_ln_f_weight, %transformer_ln_f_bias)
 // CHECK:       exec.launch "numpy.cross_entropy_with_grad_out"
-// CHECK:       exec.launch "numpy.layer_norm_grad_out"(%{{.*}}, %[[S]], %[[M]], %[[R]], %transformer_h_0_ln_2_weight) outs(%{{.*}}, %dtransformer_h_0_ln_2_weight, %dtransformer_h_0_ln_2_bias)
+// CHECK:       exec.launch "numpy.layer_norm_grad_out"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %transformer_ln_f_weight) outs(%[[DLNF:.*]], %dtransformer_ln_f_weight,
+// CHECK-NOT:   numpy.add_out
+// CHECK:       exec.launch "numpy.add_layer_norm_grad_out"(%{{.*}}, %[[DLNF]], %[[S]], %[[M]], %[[R]], %transformer_h_0_ln_2_weight) outs(%{{.*}}, %dtransformer_h_0_ln_2_weight, %dtransformer_h_0_ln_2_bias)
 // CHECK-NOT:   numpy.transpose_out
+// CHECK-NOT:   numpy.add_out
 // CHECK:       exec.launch "numpy.packed_qkv_attention_grad_out"(%{{.*}}, %[[QKV]], %[[O]], %[[LSE]], %rng_offset) outs(%[[DQKV:.*]]) params {causal = true, scale = 0.70710678118654746 : f64, dropout_p = 1.000000e-01 : f64, seed = 2 : i64, num_heads = 2 : i64}
 // CHECK-NEXT:  exec.launch "numpy.matmul_out"(%[[DQKV]], %transformer_h_0_attn_c_attn_weight)
 // CHECK-NOT:   numpy.concat_out
+// CHECK-NOT:   numpy.add_out
+// CHECK:       exec.launch "numpy.add_layer_norm_grad_out"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %transformer_h_0_ln_1_weight)
+// CHECK-NOT:   numpy.add_out
 // CHECK:       exec.launch "numpy.embedding_grad_out"(%{{.*}}, %x) outs(%{{.*}}) params {num_embeddings = 5 : i64}
 // CHECK:       exec.output "loss"
 
@@ -40,11 +48,16 @@
 // CUDA:       exec.launch "cuda.add_layer_norm_f32"(%{{.*}}, %{{.*}}, %transformer_h_0_ln_2_weight, %transformer_h_0_ln_2_bias) outs(%[[S:.*]], %{{.*}}, %[[M:.*]], %[[R:.*]]) params {eps = 1.000000e-05 : f64}
 // CUDA:       exec.launch "cuda.add_layer_norm_f32"(%[[S]], %{{.*}}, %transformer_ln_f_weight, %transformer_ln_f_bias)
 // CUDA:       exec.launch "cuda.cross_entropy_with_grad_f32_i32"
-// CUDA:       exec.launch "cuda.layer_norm_grad_f32"(%{{.*}}, %[[S]], %[[M]], %[[R]], %transformer_h_0_ln_2_weight) outs(%{{.*}}, %dtransformer_h_0_ln_2_weight, %dtransformer_h_0_ln_2_bias)
+// CUDA:       exec.launch "cuda.layer_norm_grad_f32"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %transformer_ln_f_weight) outs(%[[DLNF:.*]], %dtransformer_ln_f_weight,
+// CUDA-NOT:   cuda.add_f32
+// CUDA:       exec.launch "cuda.add_layer_norm_grad_f32"(%{{.*}}, %[[DLNF]], %[[S]], %[[M]], %[[R]], %transformer_h_0_ln_2_weight) outs(%{{.*}}, %dtransformer_h_0_ln_2_weight, %dtransformer_h_0_ln_2_bias)
 // CUDA-NOT:   cuda.permute
 // CUDA-NOT:   cuda.transpose
 // CUDA:       exec.launch "cuda.packed_qkv_attention_grad_rows_f32"(%{{.*}}, %[[QKV]], %[[O]], %[[LSE]], %rng_offset)
 // CUDA-NOT:   cuda.concat
+// CUDA-NOT:   cuda.add_f32
+// CUDA:       exec.launch "cuda.add_layer_norm_grad_f32"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %transformer_h_0_ln_1_weight)
+// CUDA-NOT:   cuda.add_f32
 // CUDA:       exec.launch "cuda.embedding_grad_f32_i32"(%{{.*}}, %x) outs(%{{.*}}) params {num_embeddings = 5 : i64}
 // CUDA:       exec.output "loss"
 

@@ -1,5 +1,6 @@
 """Launchers of kernels/layernorm.cu: layer norm forward (with the fused residual add) and
-its backward (dx, then dweight and dbias reduced from per-block partials).
+its backward (dx, with the residual stream's gradient added for add_layer_norm_grad, then
+dweight and dbias reduced from per-block partials).
 
 Geometry (layernorm.cu's header): a team of `team(D)` threads per row, each holding 16
 elements in registers, `256 / team` rows per block; the forward's grid covers the rows
@@ -171,6 +172,14 @@ def layer_norm_grad_launches(
     return [first, second]
 
 
+def _grads(w: Any, outs: Buffers) -> tuple[Any, Any, Any]:
+    """(dx, dweight or None, dbias or None) of a layer norm backward's results."""
+    if len(outs) > (3 if w is not None else 1):
+        raise ValueError(f"{len(outs)} results; expected dx[, dweight[, dbias]]")
+    dw = outs[1] if w is not None and len(outs) > 1 else None
+    return outs[0], dw, outs[2] if len(outs) > 2 else None
+
+
 def launch_layer_norm_grad(
     spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
 ) -> list[Launch]:
@@ -179,9 +188,14 @@ def launch_layer_norm_grad(
     needs a weight, as graph.layer_norm verifies)."""
     dy, x, mean, rstd = ins[:4]
     w = ins[4] if len(ins) > 4 else None
-    if len(outs) > (3 if w is not None else 1):
-        raise ValueError(f"{len(outs)} results; expected dx[, dweight[, dbias]]")
-    dx = outs[0]
-    dw = outs[1] if w is not None and len(outs) > 1 else None
-    db = outs[2] if len(outs) > 2 else None
-    return layer_norm_grad_launches(spec, dy, x, mean, rstd, w, None, dx, dw, db, ctx)
+    return layer_norm_grad_launches(spec, dy, x, mean, rstd, w, None, *_grads(w, outs), ctx)
+
+
+def launch_add_layer_norm_grad(
+    spec: KernelSpec, ins: Buffers, outs: Buffers, params: Params, ctx: LoadContext
+) -> list[Launch]:
+    """(dy, residual_grad, x, mean, rstd, weight?) -> (dx, dweight?, dbias?):
+    layer_norm_grad's launches with dres = residual_grad, so dx = residual_grad + dx."""
+    dy, dres, x, mean, rstd = ins[:5]
+    w = ins[5] if len(ins) > 5 else None
+    return layer_norm_grad_launches(spec, dy, x, mean, rstd, w, dres, *_grads(w, outs), ctx)

@@ -4,7 +4,7 @@
     gemm.py         matmul and gemm_epilogue: BLAS into the destination, epilogue in place
     elementwise.py  arithmetic, activations, their gradients, epilogue_grad
     reduce.py       reduce_sum
-    norm.py         layer_norm, add_layer_norm, layer_norm_grad
+    norm.py         layer_norm, add_layer_norm, layer_norm_grad, add_layer_norm_grad
     attention.py    scaled_dot_product_attention and its gradient (no dropout)
     loss.py         softmax cross-entropy (with its gradient), MSE
     optim.py        Adam/AdamW and SGD, in place

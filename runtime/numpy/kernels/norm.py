@@ -1,4 +1,5 @@
-"""Layer normalisation: layer_norm, add_layer_norm and layer_norm_grad, into their outputs.
+"""Layer normalisation: layer_norm, add_layer_norm, layer_norm_grad and add_layer_norm_grad,
+into their outputs.
 
 Each follows runtime/reference.py's `layer_norm` and `layer_norm_grad` step by step:
 `np.mean` unwrapped as the row sum (`np.add.reduce`) divided by the count as an intp
@@ -162,5 +163,21 @@ def layer_norm_grad(ins: Arrays, outs: Arrays, params: Params, scratch: Scratch)
         np.multiply(xhat, row_gx, out=xhat)
         np.subtract(t, xhat, out=t)
         np.multiply(rstd, t, out=dx)
+
+    return step
+
+
+def add_layer_norm_grad(ins: Arrays, outs: Arrays, params: Params, scratch: Scratch) -> Step:
+    """layer_norm_grad of (dy, x, mean, rstd[, weight]) with residual_grad (the second
+    operand, like dy) added to dx: one np.add of the two, as graph.add."""
+    expect(ins, (5, 6), "inputs")
+    residual = ins[1]
+    normalize = layer_norm_grad((ins[0], *ins[2:]), outs, params, scratch)
+    like(residual, ins[0], "the residual gradient")
+    dx = outs[0]
+
+    def step() -> None:
+        normalize()
+        np.add(residual, dx, out=dx)
 
     return step

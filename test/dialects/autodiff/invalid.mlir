@@ -476,6 +476,14 @@ func.func @layer_norm_grad_weight_result(%dy: tensor<8x16xf32>, %x: tensor<8x16x
 
 // -----
 
+func.func @add_layer_norm_grad_residual(%dy: tensor<8x16xf32>, %dr: tensor<8x8xf32>, %x: tensor<8x16xf32>, %m: tensor<8xf32>, %r: tensor<8xf32>) {
+  // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.add_layer_norm_grad: residual_grad tensor<8x8xf32> and grad tensor<8x16xf32> must have one type
+  %dx = autodiff.add_layer_norm_grad %dy, %dr, %x, %m, %r : (tensor<8x16xf32>, tensor<8x8xf32>, tensor<8x16xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8x16xf32>)
+  func.return
+}
+
+// -----
+
 func.func @attention_grad_out(%q: tensor<1x2x8x4xf32>, %o: tensor<1x2x8x2xf32>, %l: tensor<1x2x8xf32>) {
   // CHECK: {{.*}}invalid.mlir:[[# @LINE + 1]]:3: error: autodiff.scaled_dot_product_attention_grad: out must have q's type tensor<1x2x8x4xf32>, got tensor<1x2x8x2xf32>
   %dq, %dk, %dv = autodiff.scaled_dot_product_attention_grad %q, %q, %q, %q, %o, %l causal scale = 0.5 : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x2xf32>, tensor<1x2x8xf32>) -> (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>)

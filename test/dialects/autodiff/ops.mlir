@@ -210,6 +210,11 @@ func.func @transformer_grads(%dy: tensor<2x8x16xf32>, %ids: tensor<2x8xi32>, %x:
   // CHECK-NEXT: %dx2 = autodiff.layer_norm_grad %dy, %x, %m, %r : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>) -> (tensor<2x8x16xf32>)
   // GENERIC: %dx2 = "autodiff.layer_norm_grad"(%dy, %x, %m, %r) <{resultSegmentSizes = array<i32: 1, 0, 0>}> : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8x16xf32>
   %dx2 = autodiff.layer_norm_grad %dy, %x, %m, %r : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>) -> (tensor<2x8x16xf32>)
+  // CHECK-NEXT: %ax, %alw, %alb = autodiff.add_layer_norm_grad %dy, %x, %x, %m, %r weight %w : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+  // GENERIC: %ax, %alw, %alb = "autodiff.add_layer_norm_grad"(%dy, %x, %x, %m, %r, %w) <{resultSegmentSizes = array<i32: 1, 1, 1>}> : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+  %ax, %alw, %alb = autodiff.add_layer_norm_grad %dy, %x, %x, %m, %r weight %w : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+  // CHECK-NEXT: %ax1 = autodiff.add_layer_norm_grad %dy, %x, %x, %m, %r : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>) -> (tensor<2x8x16xf32>)
+  %ax1 = autodiff.add_layer_norm_grad %dy, %x, %x, %m, %r : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>, tensor<2x8xf32>) -> (tensor<2x8x16xf32>)
   // CHECK-NEXT: %dz, %db = autodiff.epilogue_grad %dy, %x act = relu : (tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>)
   %dz, %db = autodiff.epilogue_grad %dy, %x act = relu : (tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>)
   // CHECK-NEXT: func.return

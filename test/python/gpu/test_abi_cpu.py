@@ -171,6 +171,11 @@ CASES: dict[str, tuple[list[Any], list[Any], dict[str, Any]]] = {
         [f(2, 5, 48), f(48), f(48)],
         {},
     ),
+    "autodiff.add_layer_norm_grad": (
+        [f(2, 5, 48), f(2, 5, 48), f(2, 5, 48), f(2, 5), f(2, 5), f(48)],
+        [f(2, 5, 48), f(48), f(48)],
+        {},
+    ),
     "graph.embedding": ([i(2, 5), f(65, 48)], [f(2, 5, 48)], {}),
     "autodiff.embedding_grad": ([f(2, 5, 48), i(2, 5)], [f(65, 48)], {"num_embeddings": 65}),
     "graph.scaled_dot_product_attention": (
@@ -206,6 +211,7 @@ CASES: dict[str, tuple[list[Any], list[Any], dict[str, Any]]] = {
 LAUNCHES = {
     "autodiff.unscale_grad": 2,
     "autodiff.layer_norm_grad": 2,
+    "autodiff.add_layer_norm_grad": 2,
     "autodiff.embedding_grad": 2,
     "autodiff.scaled_dot_product_attention_grad": 2,
     "autodiff.packed_qkv_attention_grad": 2,

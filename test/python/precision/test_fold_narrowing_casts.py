@@ -98,11 +98,11 @@ def test_the_bf16_gpt_step_lowers_with_13_fewer_casts() -> None:
     assert before["graph.add_layer_norm"] == 13
     assert sum(before.values()) == 26
     assert "graph.add_layer_norm" not in after
-    # left: the residual stream's gradient (11 adds, ln_f's layer_norm_grad) cast for the
-    # c_proj products and the logits' gradient (1); attention reads and writes bf16 itself
-    # (kernels/attention_mma.cu), so none of its casts are left to fold
+    # left: the residual stream's gradient (11 add_layer_norm_grad: aicfc-fuse's
+    # layer_norm_grad_add; ln_f's layer_norm_grad) cast for the c_proj products and the
+    # logits' gradient (1); attention reads and writes bf16 itself (kernels/attention_mma.cu)
     assert after == {
-        "graph.add": 11,
+        "autodiff.add_layer_norm_grad": 11,
         "autodiff.layer_norm_grad": 1,
         "autodiff.cross_entropy_with_grad": 1,
     }

@@ -318,6 +318,25 @@ CASES: dict[str, Case] = {
     "layer_norm_grad_no_weight": Case(
         "autodiff.layer_norm_grad", (normal(5, 6), normal(5, 6), normal(5), positive(5)), {}, 1
     ),
+    "add_layer_norm_grad": Case(
+        "autodiff.add_layer_norm_grad",
+        (
+            normal(3, 4, 6),
+            normal(3, 4, 6),
+            normal(3, 4, 6),
+            normal(3, 4),
+            positive(3, 4),
+            normal(6),
+        ),
+        {},
+        3,
+    ),
+    "add_layer_norm_grad_no_weight": Case(
+        "autodiff.add_layer_norm_grad",
+        (normal(5, 6), normal(5, 6), normal(5, 6), normal(5), positive(5)),
+        {},
+        1,
+    ),
     "attention_causal": Case(
         "graph.scaled_dot_product_attention",
         (normal(2, 3, 5, 4), normal(2, 3, 5, 4), normal(2, 3, 5, 4)),
