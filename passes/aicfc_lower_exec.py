@@ -256,9 +256,11 @@ class AicfcLowerExecPass(ModulePass):
     arch, tf32, tensor_core, cublaslt: the device capability the selector scores
     CUDA kernels against (cublaslt: nvmath-python's cuBLASLt is usable; tf32: TF32
     tensor-core GEMMs are allowed); autotune_cache: a JSON file of measured choices
-    keyed by `device` (see runtime/selector.py). The API passes the backend's own
-    values (`Backend.lower_exec_options()`), so the launches in the exec IR are the
-    kernels that run.
+    keyed by `device` (see runtime/selector.py); mma_small: let our tensor-core latency
+    kernels (kernels/gemm_mma.cu) take the small products (off: on the H200 they measured
+    slower than the FFMA split-K and cuBLASLt kernels, BENCHMARKS.md session 4). The API
+    passes the backend's own values (`Backend.lower_exec_options()`), so the launches in
+    the exec IR are the kernels that run.
     """
 
     name = "aicfc-lower-exec"
@@ -270,6 +272,7 @@ class AicfcLowerExecPass(ModulePass):
     cublaslt: bool = True
     autotune_cache: str = ""
     device: str = ""
+    mma_small: bool = False
 
     @property
     def kernel_family(self) -> str:
@@ -284,6 +287,7 @@ class AicfcLowerExecPass(ModulePass):
             "tf32": self.tf32,
             "tensor_core": self.tensor_core and self.arch >= 70,
             "cublaslt": self.cublaslt,
+            "mma_small": self.mma_small,
         }
 
     def __post_init__(self) -> None:

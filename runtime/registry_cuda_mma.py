@@ -14,9 +14,11 @@ dbias = column sums of dZ) in one launch each. Per input type three output forms
   entries): a compile that allows TF32 lets a float32 product round its inputs.
 
 Their range is the split-K kernel's (results up to SPLIT_K_MAX_OUTPUTS elements, one
-product, sm_80+); the flag "mma_small" earns the selector's small-product rule
-(runtime/selector.py SCORE_RULES), so they win the small products over cuBLASLt and our
-FFMA latency kernels where their dtype and precision allow, and lose the large ones.
+product, sm_80+). Every row requires capability "mma_small" (aicfc-lower-exec's option, off
+by default): on the H200 the small MLP step took 69.6 us in TF32 and 65.1 in bf16 with them
+against 52.7 and 43.6 with cuBLASLt and our FFMA kernels (BENCHMARKS.md, session 4). Where
+asked for, the flag "mma_small" earns the selector's small-product rule (runtime/selector.py
+SCORE_RULES), so they win the small products and lose the large ones.
 
 Imports nothing but the registry's dataclasses and the activation table.
 """
@@ -92,7 +94,7 @@ def _constraints(
         param_values=_WIDE if wide else (),
         max_numel=MMA_MAX_OUTPUTS,
         min_arch=80,
-        requires=("tf32",) if tf32 else (),
+        requires=("mma_small", "tf32") if tf32 else ("mma_small",),
         gemm_batch=1,
     )
 

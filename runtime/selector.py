@@ -50,7 +50,10 @@ SPLIT_K_MAX_TILES = 64
 tiles of 32x32 (half the H200's multiprocessors)."""
 
 MMA_MAX_TILES = 200
-"""Our mma latency kernels (flag "mma_small") earn their rule on small products of at most
+"""Our mma latency kernels (flag "mma_small") earn their rule, where the capability asks
+for them (`mma_small`, aicfc-lower-exec's option; off by default: on the H200 the small
+MLP step took 69.6 us in TF32 and 65.1 in bf16 with them against 52.7 and 43.6 without,
+BENCHMARKS.md session 4), on small products of at most
 this many 32x32 output tiles: the small MLP's largest result (256 x 784, its first weight
 gradient) has 200. Larger results fill the device with cuBLASLt's bigger tiles; gpt-tiny's
 2048 x 128 products (256 tiles, K of 65 to 128) keep cuBLASLt until measured otherwise."""

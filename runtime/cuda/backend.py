@@ -281,9 +281,10 @@ class CupyBackend(Backend):
         }
 
     def runnable_capability(self) -> dict[str, object]:
-        """What this process can launch: `capability()` with TF32 wherever the chip has it
-        (a TF32 kernel in the IR is a compile-time choice, not something to refuse here)."""
-        return {**self.capability(), "tf32": self.arch >= 80}
+        """What this process can launch: `capability()` with TF32 and our mma latency
+        kernels wherever the chip has them (a TF32 or mma kernel in the IR is a compile-time
+        choice, not something to refuse here)."""
+        return {**self.capability(), "tf32": self.arch >= 80, "mma_small": self.arch >= 80}
 
     def lower_exec_options(self) -> dict[str, object]:
         cache = self.autotune_cache

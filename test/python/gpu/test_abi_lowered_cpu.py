@@ -38,6 +38,7 @@ def lowered_plans(
     cublaslt: bool = False,
     tf32: bool = False,
     autocast: str | None = None,
+    mma_small: bool = False,
 ) -> list[Any]:
     """The exec plans of `model`'s train step and predict, lowered for an sm_90 device
     with or without cuBLASLt and TF32, in float32 or mixed precision (`autocast`)."""
@@ -48,7 +49,13 @@ def lowered_plans(
     from aicfc.runtime.plan import ExecPlan
 
     module = build_module(model, loss, optimizer, batch)
-    cap = {"arch": 90, "tensor_core": True, "cublaslt": cublaslt, "tf32": tf32}
+    cap = {
+        "arch": 90,
+        "tensor_core": True,
+        "cublaslt": cublaslt,
+        "tf32": tf32,
+        "mma_small": mma_small,
+    }
     run_steps(make_context(), module, train_pipeline("cupy", True, cap, autocast))
     return [ExecPlan.from_program(op) for op in module.ops if isinstance(op, ex.ProgramOp)]
 
@@ -185,11 +192,10 @@ def test_bf16_mlp_step_folds_its_casts_into_products_and_reductions():
     casts = [k for k in kernels if k.startswith("cuda.cast_")]
     assert len(kernels) == 18 and len(casts) == 2, kernels
     assert all(k == "cuda.cast_f32_bf16" for k in casts)  # only the products' inputs
-    # the wide products run on our mma kernels (small products, runtime/registry_cuda_mma.py)
-    assert kernels.count("cuda.matmul_mma_bf16_f32_tn") == 3
-    assert kernels.count("cuda.gemm_epilogue_mma_bf16_f32_nt") == 1
+    assert kernels.count("cuda.matmul_cublaslt_bf16_f32") == 3
+    assert kernels.count("cuda.gemm_epilogue_cublaslt_bf16_f32") == 1
     assert kernels.count("cuda.reduce_sum_bf16_f32") == 1
-    assert kernels.count("cuda.gemm_epilogue_grad_mma_bf16_f32_nn") == 2
+    assert kernels.count("cuda.gemm_epilogue_grad_cublaslt_bf16_f32") == 2
     (wide,) = [s for s in step.steps if isinstance(s, LaunchStep) and "reduce_sum" in s.kernel]
     assert wide.params["out_dtype"] == "f32"
     assert step.buffers[wide.outputs[0]].dtype == np.float32

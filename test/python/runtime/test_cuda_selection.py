@@ -68,14 +68,13 @@ def test_tf32_goes_to_tensor_cores_only_where_their_tiles_fill():
     assert chosen(gemm(1024, 4096, 1024, tb=True, act="relu"), tf32=True) == (
         "cuda.gemm_epilogue_cublaslt_tf32"
     )
-    # Small products go to our mma kernels' split-K tiles (test_cuda_selection_mma.py) ...
     assert chosen(gemm(128, 256, 784, tb=True, act="relu"), tf32=True) == (
-        "cuda.gemm_epilogue_mma_tf32_nt"
+        "cuda.gemm_epilogue_cublaslt_tf32"
     )
+    # A 10-wide layer would leave the tensor-core tiles mostly empty.
     assert chosen(gemm(128, 10, 256, tb=True, act="none"), tf32=True) == (
-        "cuda.gemm_epilogue_mma_tf32_nt"
+        "cuda.gemm_epilogue_skinny_nt"
     )
-    # ... except where K does not split: a 10-wide layer's skinny products stay FFMA.
     assert chosen(gemm(10, 256, 128, ta=True), tf32=True) == "cuda.matmul_skinny_tn"
     assert chosen(gemm(128, 256, 10), tf32=True) == "cuda.matmul_skinny_nn"  # K = 10
 
@@ -110,7 +109,7 @@ def test_autotune_entries_are_kept_apart_by_precision(tmp_path):
     strict = select(p, "cuda", H200, cache, device="H200")
     assert (strict.spec.name, strict.source) == ("cuda.gemm_epilogue_cublaslt_f32", "autotune")
     tf32 = select(p, "cuda", {**H200, "tf32": True}, cache, device="H200")
-    assert (tf32.spec.name, tf32.source) == ("cuda.gemm_epilogue_mma_tf32_nt", "rules")
+    assert (tf32.spec.name, tf32.source) == ("cuda.gemm_epilogue_cublaslt_tf32", "rules")
 
 
 @pytest.mark.parametrize(

@@ -92,9 +92,6 @@ def expected(config: str, tf32: bool) -> dict[str, str]:
         want["c_fc fwd"] = "cuda.gemm_epilogue_tf32_nt" if tf32 else "cuda.gemm_epilogue_f32_nt"
         if not tf32:  # small, at most 64 tiles of 32x32, K = 2048: split-K (12) over cuBLASLt (10)
             want["wte dW"] = want["attn.c_proj dW"] = "cuda.matmul_splitk_tn"
-        else:  # small, at most 200 tiles: our mma kernels (TF32 16 + 5 + ... over cuBLASLt)
-            want["wte dW"] = want["attn.c_proj dW"] = "cuda.matmul_mma_tf32_tn"
-            want["lm_head fwd"] = "cuda.matmul_mma_tf32_nt"  # 2048 x 65: 192 tiles
     else:
         # 16384 x 1536 x 384 = 9.7G MACs: cuBLASLt's product + bias, then our exact GELU
         # (TF32 33 over our WMMA kernel's 27; strict 8 over the 128x128 tile's 6).

@@ -13,7 +13,8 @@ import pytest
 
 from aicfc.runtime.selector import Problem, select
 
-H200 = {"arch": 90, "tf32": False, "tensor_core": True, "cublaslt": True}
+H200 = {"arch": 90, "tf32": False, "tensor_core": True, "cublaslt": True, "mma_small": True}
+"""An H200 with the mma kernels asked for (aicfc-lower-exec{mma_small=true}; off by default)."""
 
 
 def product(op: str, dt: str, m: int, n: int, k: int, pair: str = "nn", wide: bool = False,
@@ -59,6 +60,14 @@ SMALL_MLP = [
 def test_bf16_and_f16_small_products_go_to_the_mma_kernels(op, m, n, k, pair, dt, wide):
     form = f"{dt}_f32" if wide else dt
     assert chosen(product(op, dt, m, n, k, pair, wide)) == f"cuda.{op}_mma_{form}_{pair}"
+
+
+@pytest.mark.parametrize(("op", "m", "n", "k", "pair"), SMALL_MLP, ids=str)
+@pytest.mark.parametrize("dt", ["bf16", "f32"])
+def test_without_the_option_no_product_goes_to_the_mma_kernels(op, m, n, k, pair, dt):
+    """The default (mma_small off): measured slower on the H200 (BENCHMARKS.md, session 4)."""
+    name = chosen(product(op, dt, m, n, k, pair), mma_small=False, tf32=True)
+    assert "_mma_" not in name, name
 
 
 @pytest.mark.parametrize(("op", "m", "n", "k", "pair"), SMALL_MLP, ids=str)
@@ -112,7 +121,9 @@ def test_the_lowered_small_mlp_step_runs_its_products_on_the_mma_kernels():
         )
         (plan,) = [
             p
-            for p in lowered_plans(mlp, "cross_entropy", optim.Adam(lr=1e-3), 128, True, **kw)
+            for p in lowered_plans(
+                mlp, "cross_entropy", optim.Adam(lr=1e-3), 128, True, mma_small=True, **kw
+            )
             if p.name == "train_step"
         ]
         return [s.kernel for s in plan.steps if "gemm" in getattr(s, "kernel", "")

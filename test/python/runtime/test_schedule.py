@@ -333,7 +333,7 @@ def test_small_step_graph_runs_each_layers_dx_and_dw_side_by_side(tf32):
     # The 10-wide layer's dX (K = 10) and dW (M = 10) are nodes 4 and 5, the next
     # layer's dX and dW nodes 7 and 8: neither of a pair waits for the other.
     assert names[4] == "cuda.matmul_skinny_nn" and names[5] == "cuda.matmul_skinny_tn"
-    assert ("mma_tf32" if tf32 else "cublaslt") in names[8]  # TF32: our mma kernel
+    assert "cublaslt" in names[8]
     for dx, dw in ((4, 5), (7, 8)):
         assert not anc[dw] >> dx & 1 and not anc[dx] >> dw & 1
     plan = schedule(direct(deps), 4)
@@ -397,8 +397,7 @@ def test_small_step_keeps_epilogues_and_updates_off_the_critical_path(tf32):
     first, before = small_step_nodes(tf32, first_graph=True)
     names, deps = small_step_nodes(tf32)
     assert [set(d) for d in direct(deps)] == STEP_EDGES
-    one_launch = "mma_tf32" if tf32 else "splitk"  # TF32: our mma kernel, else FFMA split-K
-    assert names[6] == names[9] == f"cuda.gemm_epilogue_grad_{one_launch}_nn"
+    assert names[6] == names[9] == "cuda.gemm_epilogue_grad_splitk_nn"
     assert "cuda.epilogue_grad_f32" in first and "cuda.epilogue_grad_f32" not in names
     assert [n for n in names if "adam" in n] == ["cuda.adam_step_multi_tensor_f32"] * 4
     # 12 nodes and 10 on the longest chain before; 13 and 8 now
