@@ -79,8 +79,8 @@ def backward(dout, qkv, out, lse, heads, scale, causal, dt):
 CASES = [
     # (dtype, N, T, H, d, causal); the emulator runs one std::thread per CUDA thread and
     # every mma as 64 warp shuffles, so the shapes are the smallest that reach each path
-    ("bf16", 1, 1, 2, 64, True),  # one query, one key
-    ("bf16", 2, 17, 2, 64, True),  # a ragged tile, two batches and heads
+    ("bf16", 1, 1, 2, 64, True),  # one query, one key, two heads
+    ("bf16", 2, 17, 1, 64, True),  # a ragged tile, two batches
     ("bf16", 1, 64, 1, 64, False),  # exactly one tile
     ("bf16", 1, 130, 1, 32, True),  # three query and key tiles, the last ragged
     ("bf16", 1, 9, 1, 128, True),
